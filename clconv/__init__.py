@@ -1,0 +1,31 @@
+"""clconv: OpenCL convolution kernels with PyTorch's semantics.
+
+Forward ops (``conv1d/2d/3d``, ``conv_transpose1d/2d/3d``), their gradients (``conv*d_input``,
+``conv*d_weight``, ``conv_transpose*d_input``, ``conv_transpose*d_weight``, ``convolution_backward``),
+on numpy arrays (copied to the default device and back) or ``pyopencl.array.Array`` (run on their
+queue).  Each geometry gets kernels rendered from Mako templates with its sizes baked in, built once
+and cached in memory and on disk; ``algorithm='auto'`` picks the fastest algorithm by measurement.
+"""
+
+from .algorithms import PASSES, algorithms
+from .builder import BuildError, cache_dir
+from .device import default_device_choice, default_queue
+from .geometry import ConvGeometry
+from .ops import (
+    conv1d, conv1d_input, conv1d_weight, conv2d, conv2d_input, conv2d_weight, conv3d, conv3d_input,
+    conv3d_weight, conv_transpose1d, conv_transpose1d_input, conv_transpose1d_weight, conv_transpose2d,
+    conv_transpose2d_input, conv_transpose2d_weight, conv_transpose3d, conv_transpose3d_input,
+    conv_transpose3d_weight, convolution_backward, render,
+)
+from .templates import TemplateRenderError
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "PASSES", "BuildError", "ConvGeometry", "TemplateRenderError", "algorithms", "cache_dir",
+    "conv1d", "conv1d_input", "conv1d_weight", "conv2d", "conv2d_input", "conv2d_weight", "conv3d",
+    "conv3d_input", "conv3d_weight", "conv_transpose1d", "conv_transpose1d_input", "conv_transpose1d_weight",
+    "conv_transpose2d", "conv_transpose2d_input", "conv_transpose2d_weight", "conv_transpose3d",
+    "conv_transpose3d_input", "conv_transpose3d_weight", "convolution_backward", "default_device_choice",
+    "default_queue", "render",
+]

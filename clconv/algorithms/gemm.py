@@ -1,0 +1,350 @@
+"""GEMM-based algorithms: every pass as a tiled GEMM over operand views (see templates/gemm.mako).
+
+=============== ============================ ============================ ===========================
+algorithm       forward                      backward_data                backward_weight
+=============== ============================ ============================ ===========================
+implicit_gemm   W x unfold(x), no buffer     W^T x gather(dy), no buffer  dy x unfold(x)^T, no buffer
+im2col          im2col buffer, then GEMM     GEMM into columns, col2im    im2col buffer, GEMM^T
+gemm1x1         1x1 only: W x x              1x1 only: W^T x dy           1x1 only: dy x x^T
+splitk          --                           --                           implicit, contraction cut
+                                                                          into pieces + a reduction
+=============== ============================ ============================ ===========================
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyopencl as cl
+
+from ..geometry import ConvGeometry
+import numpy as np
+
+from ..builder import get_kernel
+from .base import Algorithm, Arg, Launch, Problem, Runner, render_and_build, rounded, workspace_limit
+
+
+# -- tile configurations ---------------------------------------------------------------------------
+
+# (TM, TN, TK, WM, WN): work-group tile M x N, contraction step TK, per-work-item block WM x WN.
+GPU_TILES = [
+    (64, 64, 16, 4, 4),
+    (128, 128, 16, 8, 8),
+    (128, 64, 16, 8, 4),
+    (64, 128, 16, 4, 8),
+    (32, 64, 16, 2, 4),
+    (32, 32, 16, 2, 2),
+]
+CPU_TILES = [
+    (32, 64, 16, 4, 8),
+    (64, 64, 16, 8, 8),
+    (32, 32, 16, 4, 4),
+    (16, 64, 16, 2, 8),
+]
+
+
+def _tile_fits(tile, device: cl.Device, itemsize: int) -> bool:
+    tm, tn, tk, wm, wn = tile
+    threads = (tm // wm) * (tn // wn)
+    local_bytes = tk * ((tm + 1) + (tn + 1)) * itemsize
+    return threads <= device.max_work_group_size and local_bytes <= device.local_mem_size
+
+
+def gemm_tiles(m: int, n: int, device: cl.Device, itemsize: int, limit: int = 4) -> list[dict]:
+    """Tiles that fit the device, those that waste least on the matrix edges first."""
+    gpu = bool(device.type & cl.device_type.GPU)
+    tiles = [t for t in (GPU_TILES if gpu else CPU_TILES) if _tile_fits(t, device, itemsize)]
+    if not tiles:  # a tiny device: one work-item per output, still tiled through local memory
+        tiles = [(8, 8, 8, 1, 1)]
+
+    def waste(tile) -> float:
+        tm, tn = tile[0], tile[1]
+        padded = rounded(m, tm) * rounded(n, tn)
+        return padded / (m * n) - 0.0001 * tm * tn  # ties go to the larger (more reuse) tile
+
+    tiles.sort(key=waste)
+    return [dict(zip(("TM", "TN", "TK", "WM", "WN"), t)) for t in tiles[:limit]]
+
+
+@dataclass(frozen=True)
+class GemmShape:
+    """One GEMM of a plan: the sizes per group and the operand views that give it meaning."""
+
+    M: int
+    N: int
+    K: int
+    a_view: str
+    b_view: str
+    c_view: str
+    a_kfast: bool
+    b_nfast: bool
+    a: dict
+    b: dict
+    c: dict
+    ksplit: int = 0  # 0: the whole contraction in one piece
+
+    @property
+    def splits(self) -> int:
+        return -(-self.K // self.ksplit) if self.ksplit else 1
+
+
+def build_gemm(queue, sources, problem: Problem, shape: GemmShape, tile: dict, index: str, label: str):
+    """Render and build one GEMM; return ``(kernel, global_size, local_size)``."""
+    geometry = problem.geometry
+    program = render_and_build(
+        queue, sources, "gemm.mako", label,
+        geom=geometry, real=problem.real, index=index,
+        M=shape.M, N=shape.N, K=shape.K, KSPLIT=shape.ksplit or shape.K,
+        a_view=shape.a_view, b_view=shape.b_view, c_view=shape.c_view,
+        a_kfast=shape.a_kfast, b_nfast=shape.b_nfast, a=shape.a, b=shape.b, c=shape.c, **tile,
+    )
+    local = (tile["TN"] // tile["WN"], tile["TM"] // tile["WM"], 1)
+    global_size = (
+        rounded(shape.N, tile["TN"]) // tile["WN"],
+        rounded(shape.M, tile["TM"]) // tile["WM"],
+        geometry.groups * shape.splits,
+    )
+    kernel = get_kernel(program, "clc_gemm") if program is not None else None
+    return kernel, global_size, local
+
+
+
+def gemm_args(a: str, b: str, c: str, bias: str | None = None, chunk: int = 0) -> tuple:
+    """clc_gemm's arguments: A, B, C (each with its offset), the bias (C when absent), the chunk."""
+    return (Arg(a), Arg(b), Arg(c), Arg(bias or c, fallback=c), np.int32(chunk))
+
+
+def gemm_launch(queue, sources, problem, shape: GemmShape, tile: dict, index: str, label: str,
+                a: str, b: str, c: str, bias: str | None = None) -> Launch:
+    kernel, global_size, local = build_gemm(queue, sources, problem, shape, tile, index, label)
+    return Launch(kernel, global_size, local, gemm_args(a, b, c, bias))
+
+
+def _tile_config(config: dict) -> dict:
+    return {k: config[k] for k in ("TM", "TN", "TK", "WM", "WN")}
+
+
+# -- the GEMM shapes of each pass ---------------------------------------------------------------
+
+
+def forward_shape(g: ConvGeometry, b_view: str, bias: bool, chunk_batch: int | None = None) -> GemmShape:
+    """y[b][g*CO + m][po] = sum_k W[g][m][k] * B[k][(b, po)]."""
+    K = g.cin_per_group * (1 if b_view == "b_input_pointwise" else g.kernel_volume)
+    batch = chunk_batch or g.batch
+    N = batch * g.out_pixels
+    return GemmShape(
+        M=g.cout_per_group, N=N, K=K,
+        a_view="a_weight", b_view=b_view, c_view="c_nchw", a_kfast=True, b_nfast=True,
+        a={}, b={"K": K, "N": N}, c={"M": g.cout_per_group, "channels": g.out_channels,
+                                       "pixels": g.out_pixels, "bias": bias},
+    )
+
+
+def backward_data_shape(g: ConvGeometry, bias: bool) -> GemmShape:
+    """dx[b][g*CI + m][pi] = sum_(co,tap) W[g*CO+co][m][tap] * dy-gathered[(co,tap)][(b, pi)]."""
+    K = g.cout_per_group * g.kernel_volume
+    return GemmShape(
+        M=g.cin_per_group, N=g.batch * g.in_pixels, K=K,
+        a_view="a_weight_bwd_data", b_view="b_grad_output_gather", c_view="c_nchw",
+        a_kfast=True, b_nfast=True, a={}, b={},
+        c={"M": g.cin_per_group, "channels": g.in_channels, "pixels": g.in_pixels, "bias": bias},
+    )
+
+
+def weight_shape(g: ConvGeometry, b_view: str, ksplit: int = 0, chunk_batch: int | None = None,
+                 accumulate: bool = False) -> GemmShape:
+    """dw[g*CO + m][n] = sum_(b, po) dy[b][g*CO+m][po] * B[(b, po)][n]."""
+    N = g.cin_per_group * (1 if b_view == "b_input_pointwise_t" else g.kernel_volume)
+    K = (chunk_batch or g.batch) * g.out_pixels
+    return GemmShape(
+        M=g.cout_per_group, N=N, K=K,
+        a_view="a_grad_output_rows", b_view=b_view, c_view="c_matrix", a_kfast=True, b_nfast=False,
+        a={}, b={"K": K, "N": N}, c={"M": g.cout_per_group, "N": N, "accumulate": accumulate},
+        ksplit=ksplit,
+    )
+
+
+def largest_chunk(batch: int, bytes_per_image: int, limit: int) -> int:
+    """Most images per launch whose column buffer fits ``limit`` and that divide the batch evenly
+    (so every launch reuses one binary); 0 if not even one image fits."""
+    best = 0
+    for nb in range(1, batch + 1):
+        if batch % nb == 0 and nb * bytes_per_image <= limit:
+            best = nb
+    return best
+
+
+# -- the algorithms ----------------------------------------------------------------------------
+
+
+class ImplicitGemm(Algorithm):
+    name = "implicit_gemm"
+    passes = ("forward", "backward_data", "backward_weight")
+    description = "tiled GEMM whose tile loads do the im2col/col2im addressing: no column buffer"
+
+    def _shape(self, problem: Problem) -> GemmShape:
+        g = problem.geometry
+        if problem.pass_ == "forward":
+            return forward_shape(g, "b_input_unfold", problem.bias)
+        if problem.pass_ == "backward_data":
+            return backward_data_shape(g, problem.bias)
+        return weight_shape(g, "b_input_unfold_t")
+
+    def configs(self, problem, device):
+        shape = self._shape(problem)
+        return gemm_tiles(shape.M, shape.N, device, problem.itemsize)
+
+    def prepare(self, problem, config, queue, device):
+        shape = self._shape(problem)
+        sources: list = []
+        names = {"forward": ("w", "x", "y", "bias"), "backward_data": ("w", "dy", "dx", "bias"),
+                 "backward_weight": ("dy", "x", "dw", None)}[problem.pass_]
+        launch = gemm_launch(queue, sources, problem, shape, _tile_config(config), problem.index_type(),
+                             self.name, *names)
+        return Runner(self.name, config, [launch], {}, sources)
+
+
+class Gemm1x1(ImplicitGemm):
+    name = "gemm1x1"
+    description = "1x1 convolution (strided too) as one GEMM reading the input in place"
+
+    def decline_reason(self, problem, device):
+        reason = super().decline_reason(problem, device)
+        if reason is None and not problem.geometry.is_pointwise:
+            reason = "it serves only 1x1 kernels without padding"
+        return reason
+
+    def _shape(self, problem):
+        g = problem.geometry
+        if problem.pass_ == "forward":
+            return forward_shape(g, "b_input_pointwise", problem.bias)
+        if problem.pass_ == "backward_data":
+            return backward_data_shape(g, problem.bias)  # the gather view with one tap
+        return weight_shape(g, "b_input_pointwise_t")
+
+
+class SplitK(Algorithm):
+    name = "splitk"
+    passes = ("backward_weight",)
+    description = ("weight gradient with the batch x pixel contraction cut into equal pieces, "
+                   "summed by a second kernel in a fixed order")
+    MIN_PIECE = 256  # contraction per piece below which the extra partial traffic does not pay
+
+    def splits_for(self, problem: Problem, device, tile: dict) -> list[int]:
+        g = problem.geometry
+        K = g.batch * g.out_pixels
+        shape = weight_shape(g, "b_input_unfold_t")
+        tiles = -(-shape.M // tile["TM"]) * -(-shape.N // tile["TN"]) * g.groups
+        target = 4 * device.max_compute_units  # enough work-groups to fill the device, with slack
+        limit = workspace_limit(device)
+        out = []
+        for s in range(2, 257):
+            # pieces divide the contraction evenly, in whole TK steps, and are long enough to pay
+            if K % s or (K // s) % tile["TK"] or K // s < self.MIN_PIECE:
+                continue
+            if s * g.groups * shape.M * shape.N * problem.itemsize > limit:
+                continue
+            out.append(s)
+        out.sort(key=lambda s: abs(tiles * s - target))
+        return out
+
+    def decline_reason(self, problem, device):
+        reason = super().decline_reason(problem, device)
+        if reason is None and not any(self.splits_for(problem, device, t) for t in self.configs(problem, device)):
+            g = problem.geometry
+            reason = (f"the contraction (batch x output pixels = {g.batch * g.out_pixels}) has no even cut "
+                      f"into pieces of at least {self.MIN_PIECE} whose partials fit the workspace limit")
+        return reason
+
+    def configs(self, problem, device):
+        shape = weight_shape(problem.geometry, "b_input_unfold_t")
+        out = []
+        for tile in gemm_tiles(shape.M, shape.N, device, problem.itemsize):
+            for splits in self.splits_for(problem, device, tile)[:2]:
+                out.append({**tile, "splits": splits})
+        return out
+
+    def prepare(self, problem, config, queue, device):
+        g = problem.geometry
+        splits = config["splits"]
+        K = g.batch * g.out_pixels
+        shape = weight_shape(g, "b_input_unfold_t", ksplit=K // splits)
+        elements = g.groups * shape.M * shape.N
+        index = problem.index_type(elements * splits)
+        sources: list = []
+        gemm = gemm_launch(queue, sources, problem, shape, _tile_config(config), index, self.name,
+                           "dy", "x", "partial")
+        program = render_and_build(queue, sources, "reduce.mako", self.name, geom=g, real=problem.real,
+                                   index=index, kernel="splitk_sum", splits=splits, elements=elements, wg=0)
+        reduce = Launch(get_kernel(program, "clc_splitk_sum") if program is not None else None, (rounded(elements, 64),), None,
+                        (Arg("partial", with_offset=False), Arg("dw")))
+        return Runner(self.name, config, [gemm, reduce], {"partial": splits * elements * problem.itemsize}, sources)
+
+
+class Im2col(Algorithm):
+    name = "im2col"
+    passes = ("forward", "backward_data", "backward_weight")
+    description = ("explicit column buffer (im2col; col2im for the data gradient) filled in batch "
+                   "chunks that fit the workspace limit, and a tiled GEMM over it")
+
+    def _column_bytes_per_image(self, problem: Problem) -> int:
+        g = problem.geometry
+        return g.groups * g.cin_per_group * g.kernel_volume * g.out_pixels * problem.itemsize
+
+    def chunk_batch(self, problem: Problem, device) -> int:
+        return largest_chunk(problem.geometry.batch, self._column_bytes_per_image(problem), workspace_limit(device))
+
+    def decline_reason(self, problem, device):
+        reason = super().decline_reason(problem, device)
+        if reason is None and self.chunk_batch(problem, device) == 0:
+            reason = (f"the column buffer of one image ({self._column_bytes_per_image(problem)} bytes) "
+                      f"exceeds the workspace limit ({workspace_limit(device)} bytes, CLCONV_WORKSPACE_LIMIT)")
+        return reason
+
+    def _shape(self, problem, nb):
+        g = problem.geometry
+        if problem.pass_ == "forward":
+            return forward_shape(g, "b_columns", problem.bias, chunk_batch=nb)
+        if problem.pass_ == "backward_weight":
+            return weight_shape(g, "b_columns_t", chunk_batch=nb, accumulate=True)
+        # data gradient: columns[g][(ci, tap)][(b, po)] = W^T x dy, then col2im gathers them
+        rows = g.cin_per_group * g.kernel_volume
+        N = nb * g.out_pixels
+        return GemmShape(M=rows, N=N, K=g.cout_per_group, a_view="a_weight_t", b_view="b_grad_output_cols",
+                         c_view="c_matrix", a_kfast=False, b_nfast=True, a={}, b={},
+                         c={"M": rows, "N": N, "accumulate": False})
+
+    def configs(self, problem, device):
+        shape = self._shape(problem, self.chunk_batch(problem, device) or 1)
+        return gemm_tiles(shape.M, shape.N, device, problem.itemsize)
+
+    def prepare(self, problem, config, queue, device):
+        g = problem.geometry
+        nb = self.chunk_batch(problem, device)
+        col_bytes = nb * self._column_bytes_per_image(problem)
+        index = problem.index_type(col_bytes // problem.itemsize)
+        shape = self._shape(problem, nb)
+        tile = _tile_config(config)
+        sources: list = []
+        common = dict(geom=g, real=problem.real, index=index, chunk_batch=nb)
+        launches = []
+        gemm = build_gemm(queue, sources, problem, shape, tile, index, self.name)
+        if problem.pass_ in ("forward", "backward_weight"):
+            unfold = render_and_build(queue, sources, "im2col.mako", self.name, kernel="im2col", bias=False, **common)
+            unfold_kernel = get_kernel(unfold, "clc_im2col") if unfold is not None else None
+            unfold_global = (rounded(nb * g.out_pixels, 64), g.groups * g.cin_per_group * g.kernel_volume)
+            for chunk in range(0, g.batch, nb):
+                launches.append(Launch(unfold_kernel, unfold_global, None, (Arg("x"), Arg("col", with_offset=False), np.int32(chunk))))
+                if problem.pass_ == "forward":
+                    launches.append(Launch(*gemm, gemm_args("w", "col", "y", "bias", chunk)))
+                else:
+                    launches.append(Launch(*gemm, gemm_args("dy", "col", "dw", None, chunk)))
+        else:
+            fold = render_and_build(queue, sources, "im2col.mako", self.name, kernel="col2im", bias=problem.bias, **common)
+            fold_kernel = get_kernel(fold, "clc_col2im") if fold is not None else None
+            fold_global = (rounded(g.in_pixels, 64), nb * g.in_channels)
+            for chunk in range(0, g.batch, nb):
+                launches.append(Launch(*gemm, gemm_args("w", "dy", "col", None, chunk)))
+                launches.append(Launch(fold_kernel, fold_global, None,
+                                       (Arg("col", with_offset=False), Arg("bias", fallback="dx"), Arg("dx"), np.int32(chunk))))
+        return Runner(self.name, config, launches, {"col": col_bytes}, sources)

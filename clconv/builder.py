@@ -1,0 +1,246 @@
+"""Program builder: rendered source + build options -> built ``pyopencl.Program``, cached.
+
+Two cache layers:
+
+* in memory, per context: ``(device, source hash, options)`` -> built program;
+* on disk, in ``CLCONV_CACHE_DIR`` (default: the platform's user cache dir), one file per
+  program, keyed by a hash of the cache format version, the rendered source, the build options
+  and the device identity.  pyopencl's own binary cache is skipped on PoCL and NVIDIA (their
+  drivers cache), so this layer is what makes a new process fast; it is testable through
+  :data:`stats`.
+
+Writes go to a temporary file renamed into place, so concurrent processes never see half an
+entry; an entry that fails its checksum or its build is deleted, logged, and rebuilt.
+``CLCONV_NO_CACHE=1`` turns the disk layer off.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import struct
+import tempfile
+import threading
+import warnings
+import weakref
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyopencl as cl
+
+from .device import device_identity
+
+log = logging.getLogger("clconv.builder")
+
+CACHE_FORMAT_VERSION = 1
+_MAGIC = b"CLCONVB1"
+_HEADER = struct.Struct("<8sI32sQ")  # magic, format version, sha256 of payload, payload length
+
+
+@dataclass
+class CacheStats:
+    """Counters a test (or a curious user) can read to see which layer served a program."""
+
+    memory_hits: int = 0
+    disk_hits: int = 0
+    source_builds: int = 0
+    corrupt_entries: int = 0
+    write_failures: int = 0
+
+    def reset(self) -> None:
+        self.__init__()  # type: ignore[misc]
+
+
+stats = CacheStats()
+
+
+class BuildError(RuntimeError):
+    """The OpenCL compiler rejected a rendered kernel."""
+
+    def __init__(self, message: str, log_text: str, options: str, source_path: Path | None):
+        super().__init__(message)
+        self.log = log_text
+        self.options = options
+        self.source_path = source_path
+
+
+def cache_dir() -> Path:
+    configured = os.environ.get("CLCONV_CACHE_DIR")
+    if configured:
+        return Path(configured).expanduser()
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("clconv", appauthor=False))
+
+
+def disk_cache_enabled() -> bool:
+    return os.environ.get("CLCONV_NO_CACHE", "") not in ("1", "true", "yes")
+
+
+def _program_dir() -> Path:
+    return cache_dir() / f"programs-v{CACHE_FORMAT_VERSION}"
+
+
+def cache_key(source: str, options: str, device: cl.Device) -> str:
+    digest = hashlib.sha256()
+    for part in (str(CACHE_FORMAT_VERSION), source, options, *device_identity(device)):
+        digest.update(part.encode())
+        digest.update(b"\0")
+    return digest.hexdigest()
+
+
+_warned_unwritable = False
+
+
+def atomic_write(path: Path, data: bytes) -> bool:
+    """Write ``data`` to ``path`` via a temporary file and ``os.replace``; False if not writable.
+
+    An unwritable cache degrades to memory-only caching with one warning per process.
+    """
+    global _warned_unwritable
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+            os.replace(tmp, path)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise
+        return True
+    except OSError as exc:
+        stats.write_failures += 1
+        if not _warned_unwritable:
+            _warned_unwritable = True
+            warnings.warn(
+                f"clconv cache directory {path.parent} is not writable ({exc}); caching in memory only",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+        return False
+
+
+def _pack(binary: bytes) -> bytes:
+    return _HEADER.pack(_MAGIC, CACHE_FORMAT_VERSION, hashlib.sha256(binary).digest(), len(binary)) + binary
+
+
+def _unpack(blob: bytes) -> bytes | None:
+    if len(blob) < _HEADER.size:
+        return None
+    magic, version, digest, length = _HEADER.unpack_from(blob)
+    payload = blob[_HEADER.size :]
+    if magic != _MAGIC or version != CACHE_FORMAT_VERSION or length != len(payload):
+        return None
+    if hashlib.sha256(payload).digest() != digest:
+        return None
+    return payload
+
+
+class ProgramCache:
+    """Builds programs once per (context, device, source, options) and remembers them."""
+
+    def __init__(self) -> None:
+        self._memory: "weakref.WeakKeyDictionary[cl.Context, dict[str, cl.Program]]" = weakref.WeakKeyDictionary()
+        self._lock = threading.Lock()
+
+    def get(self, context: cl.Context, device: cl.Device, source: str, options: str = "", label: str = "kernel") -> cl.Program:
+        key = cache_key(source, options, device)
+        with self._lock:
+            per_context = self._memory.setdefault(context, {})
+            program = per_context.get(key)
+            if program is not None:
+                stats.memory_hits += 1
+                return program
+        program = self._load_or_build(context, device, source, options, key, label)
+        with self._lock:
+            per_context[key] = program
+        return program
+
+    def _load_or_build(self, context, device, source, options, key, label) -> cl.Program:
+        path = _program_dir() / key[:2] / f"{key}.bin"
+        if disk_cache_enabled() and path.exists():
+            program = self._load(context, device, options, path)
+            if program is not None:
+                stats.disk_hits += 1
+                return program
+        program = self._build(context, device, source, options, key, label)
+        if disk_cache_enabled():
+            binaries = program.get_info(cl.program_info.BINARIES)
+            if binaries and binaries[0]:
+                atomic_write(path, _pack(bytes(binaries[0])))
+        return program
+
+    def _load(self, context, device, options, path: Path) -> cl.Program | None:
+        try:
+            blob = path.read_bytes()
+        except OSError:
+            return None
+        binary = _unpack(blob)
+        if binary is not None:
+            try:
+                return cl.Program(context, [device], [binary]).build(options=options)
+            except cl.Error as exc:
+                reason = f"the driver refused it ({exc})"
+        else:
+            reason = "it is truncated, corrupt or of another format version"
+        stats.corrupt_entries += 1
+        log.warning("clconv: discarding program cache entry %s: %s; rebuilding", path, reason)
+        warnings.warn(f"clconv: discarded a bad program cache entry {path.name}: {reason}", RuntimeWarning, stacklevel=4)
+        try:
+            path.unlink()
+        except OSError:
+            pass
+        return None
+
+    def _build(self, context, device, source, options, key, label) -> cl.Program:
+        stats.source_builds += 1
+        try:
+            return cl.Program(context, source).build(options=options, devices=[device])
+        except cl.RuntimeError as exc:
+            saved = _save_failed_source(key, source)
+            log_text = _build_log(exc, device)
+            raise BuildError(
+                f"OpenCL build of {label} failed on {device.name!r} with options {options!r}; "
+                f"rendered source saved at {saved}\n--- build log ---\n{log_text}",
+                log_text,
+                options,
+                saved,
+            ) from exc
+
+
+def _build_log(exc: Exception, device: cl.Device) -> str:
+    text = str(exc)
+    return text.strip() or "(the driver gave no build log)"
+
+
+def _save_failed_source(key: str, source: str) -> Path | None:
+    for base in (cache_dir() / "failed", Path(tempfile.gettempdir()) / "clconv-failed"):
+        path = base / f"{key}.cl"
+        if atomic_write(path, source.encode()):
+            return path
+    return None
+
+
+program_cache = ProgramCache()
+
+
+_kernels: dict[tuple[int, str], cl.Kernel] = {}
+
+
+def get_kernel(program: cl.Program, name: str) -> cl.Kernel:
+    """One kernel object per (program, name): pyopencl makes a new one on every attribute access."""
+    key = (program.int_ptr, name)
+    kernel = _kernels.get(key)
+    if kernel is None:
+        kernel = _kernels[key] = cl.Kernel(program, name)
+    return kernel
+
+
+def build_program(queue: cl.CommandQueue, source: str, options: str = "", label: str = "kernel") -> cl.Program:
+    """The cached program for ``source`` on ``queue``'s device."""
+    return program_cache.get(queue.context, queue.device, source, options, label)

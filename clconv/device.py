@@ -1,0 +1,115 @@
+"""Choosing the default OpenCL device and describing devices (identity, capabilities)."""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import pyopencl as cl
+
+_default_queue: cl.CommandQueue | None = None
+_lock = threading.Lock()
+
+
+class DeviceSelectionError(RuntimeError):
+    """No OpenCL device could be chosen (none installed, or the selector matched nothing)."""
+
+
+def _all_devices() -> list[tuple[int, int, cl.Device]]:
+    found = []
+    try:
+        platforms = cl.get_platforms()
+    except cl.Error as exc:  # the ICD loader finds no platform at all
+        raise DeviceSelectionError(
+            "no OpenCL platform found; install a driver (on Debian/Ubuntu: apt-get install pocl-opencl-icd)"
+        ) from exc
+    for p_index, platform in enumerate(platforms):
+        try:
+            devices = platform.get_devices()
+        except cl.Error:
+            continue
+        for d_index, device in enumerate(devices):
+            found.append((p_index, d_index, device))
+    return found
+
+
+def select_device(selector: str | None) -> tuple[cl.Device, str]:
+    """Return ``(device, reason)`` for a selector string, or the default GPU-then-CPU choice.
+
+    A selector is ``"P"`` / ``"P:D"`` (platform and device index, as ``PYOPENCL_CTX``) or a
+    case-insensitive substring of ``"platform name device name"``.
+    """
+    devices = _all_devices()
+    if not devices:
+        raise DeviceSelectionError(
+            "no OpenCL device found; install a driver (on Debian/Ubuntu: apt-get install pocl-opencl-icd)"
+        )
+    if selector:
+        parts = selector.split(":")
+        if all(part.strip().isdigit() for part in parts if part) and parts[0]:
+            p = int(parts[0])
+            d = int(parts[1]) if len(parts) > 1 and parts[1] else 0
+            for p_index, d_index, device in devices:
+                if (p_index, d_index) == (p, d):
+                    return device, f"selector {selector!r}"
+            raise DeviceSelectionError(f"no OpenCL device at platform {p}, device {d} (selector {selector!r})")
+        needle = selector.lower()
+        for _, _, device in devices:
+            if needle in f"{device.platform.name} {device.name}".lower():
+                return device, f"selector {selector!r} matched the name"
+        names = ", ".join(f"{p}:{d} {dev.name}" for p, d, dev in devices)
+        raise DeviceSelectionError(f"no OpenCL device matches {selector!r}; devices: {names}")
+    for kind, label in ((cl.device_type.GPU, "first GPU"), (cl.device_type.CPU, "first CPU device")):
+        for _, _, device in devices:
+            if device.type & kind:
+                return device, label
+    return devices[0][2], "first device"
+
+
+def default_queue() -> cl.CommandQueue:
+    """The process-wide default queue (profiling enabled), created on first use.
+
+    Device choice: ``CLCONV_DEVICE``, else ``PYOPENCL_CTX``, else the first GPU, else the first
+    CPU device.  Never prompts.
+    """
+    global _default_queue
+    with _lock:
+        if _default_queue is None:
+            device, _ = default_device_choice()
+            context = cl.Context([device])
+            _default_queue = cl.CommandQueue(
+                context, properties=cl.command_queue_properties.PROFILING_ENABLE
+            )
+        return _default_queue
+
+
+def default_device_choice() -> tuple[cl.Device, str]:
+    """The device ``default_queue`` uses and a sentence saying why it was chosen."""
+    for variable in ("CLCONV_DEVICE", "PYOPENCL_CTX"):
+        selector = os.environ.get(variable)
+        if selector:
+            device, how = select_device(selector)
+            return device, f"{variable}={selector!r} ({how})"
+    return select_device(None)
+
+
+def device_identity(device: cl.Device) -> tuple[str, ...]:
+    """Everything about a device that changes the binary its compiler produces."""
+    return (
+        device.platform.vendor,
+        device.platform.name,
+        device.platform.version,
+        device.vendor,
+        device.name,
+        device.version,
+        device.driver_version,
+        cl.VERSION_TEXT,
+    )
+
+
+def supports_fp64(device: cl.Device) -> bool:
+    return "cl_khr_fp64" in device.extensions.split() or device.double_fp_config != 0
+
+
+def is_gpu(device: cl.Device) -> bool:
+    return bool(device.type & cl.device_type.GPU)

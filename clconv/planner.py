@@ -1,0 +1,203 @@
+"""Planner: for a problem, pick the algorithm and tile configuration, and prepare its runner.
+
+``algorithm='auto'`` looks up the tuning database; on a miss it measures every serving
+(algorithm, config) candidate once (or, with ``CLCONV_TUNE=0``, takes a heuristic order without
+measuring), remembers the winner, and falls back past any candidate that fails to build or launch.
+"""
+
+from __future__ import annotations
+
+import logging
+import statistics
+import threading
+
+import numpy as np
+import pyopencl as cl
+
+from . import tuning
+from .algorithms import REGISTRY, Algorithm, Operand, Problem, Runner, algorithms
+from .builder import BuildError
+
+log = logging.getLogger("clconv.planner")
+
+MAX_CONFIGS_PER_ALGORITHM = 3
+TUNE_REPEATS = 5
+
+_runners: dict[tuple, Runner] = {}
+_runners_lock = threading.Lock()
+
+
+def _config_key(config: dict) -> tuple:
+    return tuple(sorted(config.items()))
+
+
+def prepared_runner(problem: Problem, algorithm: Algorithm, config: dict, queue: cl.CommandQueue) -> Runner:
+    key = (queue.context.int_ptr, queue.device.int_ptr, problem, algorithm.name, _config_key(config))
+    with _runners_lock:
+        runner = _runners.get(key)
+    if runner is None:
+        runner = algorithm.prepare(problem, config, queue, queue.device)
+        with _runners_lock:
+            _runners[key] = runner
+    return runner
+
+
+def get_algorithm(name: str, pass_: str) -> Algorithm:
+    if not isinstance(name, str):
+        raise TypeError(f"algorithm must be a string, got {name!r}")
+    algorithm = REGISTRY.get(name)
+    if algorithm is None or pass_ not in algorithm.passes:
+        raise ValueError(f"algorithm must be 'auto' or one of {algorithms(pass_)} for this pass, got {name!r}")
+    return algorithm
+
+
+def check_serves(algorithm: Algorithm, problem: Problem, device: cl.Device) -> None:
+    reason = algorithm.decline_reason(problem, device)
+    if reason is not None:
+        raise ValueError(
+            f"algorithm {algorithm.name!r} cannot run the {problem.pass_} pass of {problem.geometry.tag()}: {reason}"
+        )
+
+
+def heuristic_order(problem: Problem, device: cl.Device) -> list[str]:
+    """Algorithms in the order to try without measuring (best guess first)."""
+    g = problem.geometry
+    order = []
+    if g.is_pointwise:
+        order.append("gemm1x1")
+    if g.is_depthwise or g.reduction_length < 8:
+        order.append("direct")
+    if problem.pass_ == "backward_weight":
+        order.append("splitk")
+    order += ["implicit_gemm", "im2col", "direct"]
+    seen: list[str] = []
+    for name in order:
+        if name not in seen:
+            seen.append(name)
+    return seen
+
+
+def candidates(problem: Problem, device: cl.Device) -> list[tuple[Algorithm, dict]]:
+    out = []
+    for name in heuristic_order(problem, device):
+        algorithm = REGISTRY[name]
+        if problem.pass_ not in algorithm.passes or algorithm.decline_reason(problem, device) is not None:
+            continue
+        for config in algorithm.configs(problem, device)[:MAX_CONFIGS_PER_ALGORITHM]:
+            out.append((algorithm, config))
+    return out
+
+
+def plan(problem: Problem, queue: cl.CommandQueue, algorithm: str = "auto") -> Runner:
+    """The runner for ``problem``; raises ValueError if a named algorithm declines it."""
+    device = queue.device
+    if algorithm != "auto":
+        chosen = get_algorithm(algorithm, problem.pass_)
+        check_serves(chosen, problem, device)
+        entry = tuning.lookup(device, f"{problem.key()}@{chosen.name}")
+        config = entry["config"] if entry else chosen.configs(problem, device)[0]
+        return prepared_runner(problem, chosen, config, queue)
+
+    entry = tuning.lookup(device, problem.key())
+    if entry is not None and entry["algorithm"] in REGISTRY:
+        chosen = REGISTRY[entry["algorithm"]]
+        if chosen.decline_reason(problem, device) is None:
+            try:
+                return prepared_runner(problem, chosen, entry["config"], queue)
+            except (BuildError, cl.Error) as exc:
+                log.warning("clconv: remembered choice %s failed (%s); choosing again", chosen.name, exc)
+
+    options = candidates(problem, device)
+    if not options:
+        raise ValueError(f"no algorithm serves the {problem.pass_} pass of {problem.geometry.tag()}")
+    failed: list[str] = list(entry.get("failed", [])) if entry else []
+    options = [(a, c) for a, c in options if _label(a, c) not in failed] or options
+    if tuning.tuning_enabled():
+        runner, timings, new_failures = _measure(problem, queue, options)
+    else:
+        runner, timings, new_failures = _first_that_builds(problem, queue, options)
+    failed += new_failures
+    if runner is None:
+        raise RuntimeError(
+            f"every algorithm failed for the {problem.pass_} pass of {problem.geometry.tag()}: tried {failed}"
+        )
+    tuning.store(device, problem.key(), {
+        "algorithm": runner.algorithm, "config": runner.config, "measured": tuning.tuning_enabled(),
+        "times_ms": timings, "failed": failed,
+    })
+    return runner
+
+
+def _label(algorithm: Algorithm, config: dict) -> str:
+    return algorithm.name + "".join(f" {k}={v}" for k, v in sorted(config.items()))
+
+
+def _first_that_builds(problem, queue, options):
+    failures = []
+    for algorithm, config in options:
+        try:
+            return prepared_runner(problem, algorithm, config, queue), {}, failures
+        except (BuildError, cl.Error) as exc:
+            log.warning("clconv: %s failed to build: %s", _label(algorithm, config), exc)
+            failures.append(_label(algorithm, config))
+    return None, {}, failures
+
+
+def random_operands(problem: Problem, queue: cl.CommandQueue) -> dict[str, Operand]:
+    """Fresh random device tensors for every operand and result of ``problem`` (for timing)."""
+    g = problem.geometry
+    sizes = {"x": g.input_elements, "w": g.weight_elements, "y": g.output_elements, "dy": g.output_elements,
+             "dx": g.input_elements, "dw": g.weight_elements, "bias": g.out_channels if problem.pass_ == "forward" else g.in_channels}
+    rng = np.random.default_rng(0)
+    names = {"forward": ("x", "w", "y"), "backward_data": ("dy", "w", "dx"), "backward_weight": ("x", "dy", "dw")}[problem.pass_]
+    if problem.bias:
+        names = (*names, "bias")
+    out = {}
+    for name in names:
+        host = rng.standard_normal(max(sizes[name], 1)).astype(problem.dtype)
+        buffer = cl.Buffer(queue.context, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR, hostbuf=host)
+        out[name] = Operand(buffer, 0)
+    return out
+
+
+_profiling_queues: dict[tuple[int, int], cl.CommandQueue] = {}
+
+
+def profiling_queue(queue: cl.CommandQueue) -> cl.CommandQueue:
+    if queue.properties & cl.command_queue_properties.PROFILING_ENABLE:
+        return queue
+    key = (queue.context.int_ptr, queue.device.int_ptr)
+    if key not in _profiling_queues:
+        _profiling_queues[key] = cl.CommandQueue(queue.context, queue.device,
+                                                 properties=cl.command_queue_properties.PROFILING_ENABLE)
+    return _profiling_queues[key]
+
+
+def time_runner(runner: Runner, queue: cl.CommandQueue, operands: dict[str, Operand], repeats: int) -> float:
+    """Median seconds of one run: profiling events from the first launch's start to the last's end."""
+    cl.wait_for_events(runner.run(queue, operands))  # warm-up: first-launch costs stay out
+    times = []
+    for _ in range(repeats):
+        events = runner.run(queue, operands)
+        cl.wait_for_events(events)
+        times.append((events[-1].profile.end - events[0].profile.start) * 1e-9)
+    return statistics.median(times)
+
+
+def _measure(problem, queue, options):
+    pqueue = profiling_queue(queue)
+    operands = random_operands(problem, pqueue)
+    best, best_time, timings, failures = None, float("inf"), {}, []
+    for algorithm, config in options:
+        label = _label(algorithm, config)
+        try:
+            runner = prepared_runner(problem, algorithm, config, queue)
+            seconds = time_runner(runner, pqueue, operands, TUNE_REPEATS)
+        except (BuildError, cl.Error) as exc:
+            log.warning("clconv: %s failed: %s", label, exc)
+            failures.append(label)
+            continue
+        timings[label] = round(seconds * 1e3, 4)
+        if seconds < best_time:
+            best, best_time = runner, seconds
+    return best, timings, failures

@@ -1,0 +1,77 @@
+"""Finding and rendering the Mako kernel templates.
+
+Search order: each directory of ``CLCONV_TEMPLATE_PATH`` (``os.pathsep``-separated), then the
+built-in templates (``templates/`` of a checkout, or ``clconv/_templates`` of an installed wheel).
+Rendering is strict: an undefined name is an error, never the text ``UNDEFINED``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from mako.exceptions import MakoException, text_error_template
+from mako.lookup import TemplateLookup
+
+_PACKAGE_DIR = Path(__file__).resolve().parent
+_lookups: dict[tuple[str, ...], TemplateLookup] = {}
+
+
+class TemplateRenderError(RuntimeError):
+    """A template failed to render; the message names the template, the arguments and the Mako trace."""
+
+
+def builtin_template_dir() -> Path:
+    installed = _PACKAGE_DIR / "_templates"
+    if installed.is_dir():
+        return installed
+    checkout = _PACKAGE_DIR.parent / "templates"
+    if checkout.is_dir():
+        return checkout
+    raise FileNotFoundError(f"clconv's built-in templates were found neither at {installed} nor at {checkout}")
+
+
+def user_template_dirs() -> list[Path]:
+    raw = os.environ.get("CLCONV_TEMPLATE_PATH", "")
+    return [Path(p).expanduser() for p in raw.split(os.pathsep) if p]
+
+
+def template_dirs() -> list[Path]:
+    return [*user_template_dirs(), builtin_template_dir()]
+
+
+def _lookup() -> TemplateLookup:
+    dirs = tuple(str(d) for d in template_dirs())
+    lookup = _lookups.get(dirs)
+    if lookup is None:
+        # filesystem_checks: an edited user template is re-read on the next render.
+        lookup = TemplateLookup(
+            directories=list(dirs), strict_undefined=True, filesystem_checks=True, input_encoding="utf-8"
+        )
+        _lookups[dirs] = lookup
+    return lookup
+
+
+def list_templates() -> list[tuple[str, Path, list[Path]]]:
+    """``(name, winning path, shadowed paths)`` for every ``*.mako`` on the search path."""
+    seen: dict[str, list[Path]] = {}
+    for directory in template_dirs():
+        if directory.is_dir():
+            for path in sorted(directory.glob("*.mako")):
+                seen.setdefault(path.name, []).append(path)
+    return [(name, paths[0], paths[1:]) for name, paths in sorted(seen.items())]
+
+
+def render(template_name: str, **kwargs: Any) -> str:
+    """Render ``template_name`` with ``kwargs``; failures raise :class:`TemplateRenderError`."""
+    try:
+        template = _lookup().get_template(template_name)
+        return template.render(**kwargs)
+    except (MakoException, NameError, AttributeError, KeyError, TypeError, ValueError, IndexError) as exc:
+        trace = text_error_template().render()
+        shown = ", ".join(sorted(kwargs))
+        raise TemplateRenderError(
+            f"rendering template {template_name!r} (search path: {[str(d) for d in template_dirs()]}) "
+            f"with arguments [{shown}] failed: {exc}\n{trace}"
+        ) from exc

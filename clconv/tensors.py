@@ -1,0 +1,113 @@
+"""Tensor arguments: type and dtype checks, the queue they run on, and moving them to the device.
+
+numpy in -> numpy out (copied to and from the device); ``pyopencl.array.Array`` in -> Array out on
+the same queue, with no host round trip.  Everything here runs before any allocation or build.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyopencl as cl
+import pyopencl.array as cl_array
+
+from .algorithms import Operand
+from .device import default_queue, supports_fp64
+
+FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def check_tensor(name: str, value: Any, optional: bool = False):
+    """Refuse anything but a float32/float64 numpy array or pyopencl Array."""
+    if value is None:
+        if optional:
+            return None
+        raise TypeError(f"{name} must be a numpy.ndarray or pyopencl.array.Array, got None")
+    if not isinstance(value, (np.ndarray, cl_array.Array)):
+        raise TypeError(
+            f"{name} must be a numpy.ndarray or pyopencl.array.Array, got {type(value).__name__}"
+        )
+    if value.dtype not in FLOAT_DTYPES:
+        raise TypeError(f"{name} must have dtype float32 or float64, got {value.dtype}")
+    if isinstance(value, cl_array.Array):
+        if not value.flags.c_contiguous:
+            raise ValueError(f"{name} must be a C-contiguous pyopencl Array (strides {value.strides} given); "
+                             "make a contiguous copy first")
+        if value.offset % value.dtype.itemsize:
+            raise ValueError(f"{name} starts at byte offset {value.offset}, not a multiple of its item size")
+    return value
+
+
+def common_dtype(tensors: dict[str, Any]) -> np.dtype:
+    dtype = None
+    first = None
+    for name, value in tensors.items():
+        if value is None:
+            continue
+        if dtype is None:
+            dtype, first = value.dtype, name
+        elif value.dtype != dtype:
+            raise TypeError(f"{name} has dtype {value.dtype} but {first} has dtype {dtype}; they must match")
+    if dtype is None:
+        raise TypeError("no tensor argument given")
+    return np.dtype(dtype)
+
+
+def pick_queue(tensors: dict[str, Any], queue: cl.CommandQueue | None) -> tuple[cl.CommandQueue, bool]:
+    """The queue to run on and whether the result should be a device Array.
+
+    ``queue=`` wins; else the first Array's queue; else the default queue.  Every Array must live
+    in that queue's context.
+    """
+    if queue is not None and not isinstance(queue, cl.CommandQueue):
+        raise TypeError(f"queue must be a pyopencl.CommandQueue or None, got {type(queue).__name__}")
+    arrays = {name: v for name, v in tensors.items() if isinstance(v, cl_array.Array)}
+    if queue is None:
+        for value in arrays.values():
+            if value.queue is not None:
+                queue = value.queue
+                break
+    if queue is None:
+        queue = default_queue()
+    for name, value in arrays.items():
+        if value.context != queue.context:
+            raise TypeError(f"{name} lives in another OpenCL context than the queue the call runs on")
+    return queue, bool(arrays)
+
+
+def check_device_dtype(dtype: np.dtype, queue: cl.CommandQueue) -> None:
+    if dtype == np.float64 and not supports_fp64(queue.device):
+        raise TypeError(f"float64 tensors need cl_khr_fp64, which device {queue.device.name!r} lacks; use float32")
+
+
+def check_allocation(name: str, shape: tuple[int, ...], dtype: np.dtype, queue: cl.CommandQueue) -> None:
+    nbytes = int(np.prod(shape, dtype=object)) * dtype.itemsize
+    limit = queue.device.max_mem_alloc_size
+    if nbytes > limit:
+        raise ValueError(
+            f"{name} of shape {shape} needs {nbytes} bytes, more than one allocation may take on "
+            f"{queue.device.name!r} ({limit} bytes)"
+        )
+
+
+def to_operand(value, queue: cl.CommandQueue) -> tuple[Operand, Any]:
+    """The device buffer and element offset of a tensor (uploading numpy); also what keeps it alive."""
+    if isinstance(value, cl_array.Array):
+        return Operand(value.base_data, value.offset // value.dtype.itemsize), value
+    device_array = cl_array.to_device(queue, np.ascontiguousarray(value))
+    return Operand(device_array.base_data, device_array.offset // device_array.dtype.itemsize), device_array
+
+
+def check_out(out, shape: tuple[int, ...], dtype: np.dtype, queue: cl.CommandQueue):
+    """Validate a caller-provided output Array (it may be a view with an offset into a larger buffer)."""
+    if not isinstance(out, cl_array.Array):
+        raise TypeError(f"out must be a pyopencl.array.Array, got {type(out).__name__}")
+    if tuple(out.shape) != tuple(shape):
+        raise ValueError(f"out must have shape {tuple(shape)}, got {tuple(out.shape)}")
+    if out.dtype != dtype:
+        raise TypeError(f"out must have dtype {dtype}, got {out.dtype}")
+    if out.context != queue.context:
+        raise TypeError("out lives in another OpenCL context than the queue the call runs on")
+    check_tensor("out", out)
+    return out

@@ -1,0 +1,130 @@
+## Direct convolution kernels: no workspace, no GEMM, every sum taken in a fixed order.
+##   clc_direct_forward        one work-item per output element          (pass "forward")
+##   clc_direct_backward_data  one work-item per input-gradient element, gathering (no atomics)
+##   clc_direct_backward_weight one work-group per weight element, a tree reduction in local memory
+## Parameters: geom, real, index, kernel ("forward" | "backward_data" | "backward_weight"), bias,
+## and for backward_weight the work-group size `wg`.
+<%namespace name="prelude" file="prelude.mako"/>
+${prelude.header(geom, real, index)}
+
+% if kernel == "forward":
+/* global: (OP rounded up, N * COUT); x, w, bias, y each with an element offset. */
+__kernel void clc_direct_forward(__global const clc_real* restrict x_base, const long x_off,
+                                 __global const clc_real* restrict w_base, const long w_off,
+                                 __global const clc_real* restrict bias_base, const long bias_off,
+                                 __global clc_real* restrict y_base, const long y_off)
+{
+    const clc_idx p = get_global_id(0);
+    if (p >= CLC_OP) return;
+    const clc_idx nc = get_global_id(1);          /* b * COUT + channel */
+    const clc_idx b = nc / CLC_COUT;
+    const int channel = (int)(nc % CLC_COUT);
+    const int g = channel / CLC_CO;
+    CLC_SPLIT_OUT(p, od, oh, ow);
+    __global const clc_real* restrict x = x_base + x_off + (b * CLC_CIN + g * CLC_CI) * CLC_IP;
+    __global const clc_real* restrict w = w_base + w_off + (clc_idx)channel * CLC_CI * CLC_KV;
+
+    clc_real acc = (clc_real)0;
+    for (int ci = 0; ci < CLC_CI; ++ci) {
+        for (int kd = 0; kd < CLC_KD; ++kd) {
+            const int id = od * CLC_SD - CLC_PD + kd * CLC_DD;
+            if ((uint)id >= (uint)CLC_ID) continue;
+            for (int kh = 0; kh < CLC_KH; ++kh) {
+                const int ih = oh * CLC_SH - CLC_PH + kh * CLC_DH;
+                if ((uint)ih >= (uint)CLC_IH) continue;
+                #pragma unroll
+                for (int kw = 0; kw < CLC_KW; ++kw) {
+                    const int iw = ow * CLC_SW - CLC_PW + kw * CLC_DW;
+                    if ((uint)iw >= (uint)CLC_IW) continue;
+                    acc = fma(x[ci * CLC_IP + CLC_IN_OFFSET(id, ih, iw)],
+                              w[(ci * CLC_KD + kd) * (CLC_KH * CLC_KW) + kh * CLC_KW + kw], acc);
+                }
+            }
+        }
+    }
+% if bias:
+    acc += bias_base[bias_off + channel];
+% endif
+    y_base[y_off + nc * CLC_OP + p] = acc;
+}
+
+% elif kernel == "backward_data":
+/* global: (IP rounded up, N * CIN). dx[b][c][pi] = sum over (co, tap) whose output pixel reads pi.
+   `bias` here is the transposed convolution's bias (its output is this input gradient). */
+__kernel void clc_direct_backward_data(__global const clc_real* restrict dy_base, const long dy_off,
+                                       __global const clc_real* restrict w_base, const long w_off,
+                                       __global const clc_real* restrict bias_base, const long bias_off,
+                                       __global clc_real* restrict dx_base, const long dx_off)
+{
+    const clc_idx p = get_global_id(0);
+    if (p >= CLC_IP) return;
+    const clc_idx nc = get_global_id(1);          /* b * CIN + input channel */
+    const clc_idx b = nc / CLC_CIN;
+    const int channel = (int)(nc % CLC_CIN);
+    const int g = channel / CLC_CI, ci = channel % CLC_CI;
+    CLC_SPLIT_IN(p, id, ih, iw);
+    __global const clc_real* restrict dy = dy_base + dy_off + (b * CLC_COUT + g * CLC_CO) * CLC_OP;
+    __global const clc_real* restrict w = w_base + w_off + ((clc_idx)g * CLC_CO * CLC_CI + ci) * CLC_KV;
+
+    clc_real acc = (clc_real)0;
+    for (int kd = 0; kd < CLC_KD; ++kd) {
+        const int od = clc_source_index(id, CLC_PD, kd, CLC_DD, CLC_SD, CLC_OD);
+        if (od < 0) continue;
+        for (int kh = 0; kh < CLC_KH; ++kh) {
+            const int oh = clc_source_index(ih, CLC_PH, kh, CLC_DH, CLC_SH, CLC_OH);
+            if (oh < 0) continue;
+            for (int kw = 0; kw < CLC_KW; ++kw) {
+                const int ow = clc_source_index(iw, CLC_PW, kw, CLC_DW, CLC_SW, CLC_OW);
+                if (ow < 0) continue;
+                const clc_idx po = CLC_OUT_OFFSET(od, oh, ow);
+                const int tap = (kd * CLC_KH + kh) * CLC_KW + kw;
+                for (int co = 0; co < CLC_CO; ++co)
+                    acc = fma(dy[co * CLC_OP + po], w[(clc_idx)co * CLC_CI * CLC_KV + tap], acc);
+            }
+        }
+    }
+% if bias:
+    acc += bias_base[bias_off + channel];
+% endif
+    dx_base[dx_off + nc * CLC_IP + p] = acc;
+}
+
+% elif kernel == "backward_weight":
+/* global: (wg, COUT * CI * KV); one work-group per weight element: its work-items stride over the
+   (batch x output pixel) contraction, then a fixed-shape tree sums their partials: deterministic. */
+__kernel __attribute__((reqd_work_group_size(${wg}, 1, 1)))
+void clc_direct_backward_weight(__global const clc_real* restrict x_base, const long x_off,
+                                __global const clc_real* restrict dy_base, const long dy_off,
+                                __global clc_real* restrict dw_base, const long dw_off)
+{
+    const int lid = get_local_id(0);
+    const clc_idx e = get_group_id(1);            /* flat weight index: (channel, ci, tap) */
+    const int tap = (int)(e % CLC_KV);
+    const int ci = (int)((e / CLC_KV) % CLC_CI);
+    const int channel = (int)(e / ((clc_idx)CLC_CI * CLC_KV));
+    const int g = channel / CLC_CO;
+    CLC_SPLIT_TAP(tap, kd, kh, kw);
+    __global const clc_real* restrict x = x_base + x_off;
+    __global const clc_real* restrict dy = dy_base + dy_off;
+
+    clc_real acc = (clc_real)0;
+    for (clc_idx t = lid; t < (clc_idx)CLC_N * CLC_OP; t += ${wg}) {
+        const clc_idx b = t / CLC_OP, po = t % CLC_OP;
+        CLC_SPLIT_OUT(po, od, oh, ow);
+        const int id = od * CLC_SD - CLC_PD + kd * CLC_DD;
+        const int ih = oh * CLC_SH - CLC_PH + kh * CLC_DH;
+        const int iw = ow * CLC_SW - CLC_PW + kw * CLC_DW;
+        if (!CLC_INSIDE(id, ih, iw)) continue;
+        acc = fma(x[(b * CLC_CIN + g * CLC_CI + ci) * CLC_IP + CLC_IN_OFFSET(id, ih, iw)],
+                  dy[(b * CLC_COUT + channel) * CLC_OP + po], acc);
+    }
+    __local clc_real partial[${wg}];
+    partial[lid] = acc;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int span = ${wg} / 2; span > 0; span >>= 1) {
+        if (lid < span) partial[lid] += partial[lid + span];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (lid == 0) dw_base[dw_off + e] = partial[0];
+}
+% endif

@@ -1,0 +1,71 @@
+## Column-buffer kernels for the explicit im2col / col2im algorithms.
+##   clc_im2col  col[g][(ci, tap)][(b, po)] = padded input under tap of output pixel po
+##   clc_col2im  dx[b][g*CI + ci][pi] = sum over taps of col[g][(ci, tap)][(b, po)] where po reads pi
+##               (a gather: each dx element is written by exactly one work-item, no atomics)
+## Parameters: geom, real, index, kernel ("im2col" | "col2im"), chunk_batch (images per launch),
+## bias (col2im only: the transposed convolution's bias).
+<%namespace name="prelude" file="prelude.mako"/>
+${prelude.header(geom, real, index)}
+#define CLC_NB ${chunk_batch}
+#define CLC_COLS ((clc_idx)CLC_NB * CLC_OP)     /* columns of one group's buffer */
+#define CLC_ROWS ((clc_idx)CLC_CI * CLC_KV)     /* rows of one group's buffer */
+
+% if kernel == "im2col":
+/* global: (NB*OP rounded up, G*CI*KV); `chunk` is the first image of this launch. */
+__kernel void clc_im2col(__global const clc_real* restrict x_base, const long x_off,
+                         __global clc_real* restrict col, const int chunk)
+{
+    const clc_idx n = get_global_id(0);
+    if (n >= CLC_COLS) return;
+    const clc_idx row = get_global_id(1);         /* g * CI*KV + ci * KV + tap */
+    const clc_idx g = row / CLC_ROWS;
+    const clc_idx ci = (row / CLC_KV) % CLC_CI;
+    const int tap = (int)(row % CLC_KV);
+    const clc_idx b = chunk + n / CLC_OP, po = n % CLC_OP;
+    CLC_SPLIT_TAP(tap, kd, kh, kw);
+    CLC_SPLIT_OUT(po, od, oh, ow);
+    const int id = od * CLC_SD - CLC_PD + kd * CLC_DD;
+    const int ih = oh * CLC_SH - CLC_PH + kh * CLC_DH;
+    const int iw = ow * CLC_SW - CLC_PW + kw * CLC_DW;
+    clc_real value = (clc_real)0;
+    if (CLC_INSIDE(id, ih, iw))
+        value = x_base[x_off + (b * CLC_CIN + g * CLC_CI + ci) * CLC_IP + CLC_IN_OFFSET(id, ih, iw)];
+    col[row * CLC_COLS + n] = value;
+}
+
+% elif kernel == "col2im":
+/* global: (IP rounded up, NB*CIN). */
+__kernel void clc_col2im(__global const clc_real* restrict col,
+                         __global const clc_real* restrict bias_base, const long bias_off,
+                         __global clc_real* restrict dx_base, const long dx_off, const int chunk)
+{
+    const clc_idx pi = get_global_id(0);
+    if (pi >= CLC_IP) return;
+    const clc_idx nc = get_global_id(1);          /* local image * CIN + channel */
+    const clc_idx b_local = nc / CLC_CIN;
+    const int channel = (int)(nc % CLC_CIN);
+    const int g = channel / CLC_CI, ci = channel % CLC_CI;
+    CLC_SPLIT_IN(pi, id, ih, iw);
+    __global const clc_real* restrict rows = col + ((clc_idx)g * CLC_ROWS + (clc_idx)ci * CLC_KV) * CLC_COLS
+                                             + b_local * CLC_OP;
+    clc_real acc = (clc_real)0;
+    for (int kd = 0; kd < CLC_KD; ++kd) {
+        const int od = clc_source_index(id, CLC_PD, kd, CLC_DD, CLC_SD, CLC_OD);
+        if (od < 0) continue;
+        for (int kh = 0; kh < CLC_KH; ++kh) {
+            const int oh = clc_source_index(ih, CLC_PH, kh, CLC_DH, CLC_SH, CLC_OH);
+            if (oh < 0) continue;
+            for (int kw = 0; kw < CLC_KW; ++kw) {
+                const int ow = clc_source_index(iw, CLC_PW, kw, CLC_DW, CLC_SW, CLC_OW);
+                if (ow < 0) continue;
+                const int tap = (kd * CLC_KH + kh) * CLC_KW + kw;
+                acc += rows[tap * CLC_COLS + CLC_OUT_OFFSET(od, oh, ow)];
+            }
+        }
+    }
+% if bias:
+    acc += bias_base[bias_off + channel];
+% endif
+    dx_base[dx_off + ((chunk + b_local) * CLC_CIN + channel) * CLC_IP + pi] = acc;
+}
+% endif

@@ -1,0 +1,42 @@
+## Small deterministic reductions (no float atomics: every sum has one fixed order).
+##   clc_splitk_sum  out[e] = sum over s of partial[s][e]      (the second kernel of split-K)
+##   clc_bias_grad   db[c] = sum over batch and space of dy[b][c][p]  (one work-group per channel)
+## Parameters: geom, real, index, kernel, and: splits, elements (splitk_sum); wg (bias_grad).
+<%namespace name="prelude" file="prelude.mako"/>
+${prelude.header(geom, real, index)}
+
+% if kernel == "splitk_sum":
+__kernel void clc_splitk_sum(__global const clc_real* restrict partial,
+                             __global clc_real* restrict out_base, const long out_off)
+{
+    const clc_idx e = get_global_id(0);
+    if (e >= ${elements}) return;
+    clc_real acc = partial[e];
+    for (int s = 1; s < ${splits}; ++s)
+        acc += partial[(clc_idx)s * ${elements} + e];
+    out_base[out_off + e] = acc;
+}
+
+% elif kernel == "bias_grad":
+__kernel __attribute__((reqd_work_group_size(${wg}, 1, 1)))
+void clc_bias_grad(__global const clc_real* restrict dy_base, const long dy_off,
+                   __global clc_real* restrict db_base, const long db_off)
+{
+    const int lid = get_local_id(0);
+    const clc_idx channel = get_group_id(1);
+    __global const clc_real* restrict dy = dy_base + dy_off;
+    clc_real acc = (clc_real)0;
+    for (clc_idx t = lid; t < (clc_idx)CLC_N * CLC_OP; t += ${wg}) {
+        const clc_idx b = t / CLC_OP, p = t % CLC_OP;
+        acc += dy[(b * CLC_COUT + channel) * CLC_OP + p];
+    }
+    __local clc_real partial[${wg}];
+    partial[lid] = acc;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int span = ${wg} / 2; span > 0; span >>= 1) {
+        if (lid < span) partial[lid] += partial[lid + span];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (lid == 0) db_base[db_off + channel] = partial[0];
+}
+% endif

@@ -1,0 +1,37 @@
+"""Helpers shared by the tests: random tensors, poisoned outputs, tolerances."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyopencl.array as cl_array
+
+
+def random(rng: np.random.Generator, shape, dtype=np.float32) -> np.ndarray:
+    """Standard-normal data (never zeros: zeros hide unwritten outputs and wrong indexing)."""
+    return rng.standard_normal(shape).astype(dtype)
+
+
+def poisoned(queue, shape, dtype=np.float32) -> cl_array.Array:
+    """A device output pre-filled with NaN, so any element a kernel fails to write fails the check."""
+    out = cl_array.empty(queue, tuple(shape), dtype)
+    out.fill(np.nan)
+    return out
+
+
+def tolerance(reduction_length: int, dtype=np.float32) -> float:
+    """Absolute tolerance for sums of ``reduction_length`` products of O(1) values: rounding
+    grows about like sqrt(length); float64 gets the same shape at its own epsilon."""
+    eps = np.finfo(dtype).eps
+    return float(8 * eps * max(1.0, np.sqrt(reduction_length)) * 4)
+
+
+def assert_matches(got, ref: np.ndarray, reduction_length: int, dtype=np.float32) -> None:
+    """``got`` equals the float64 reference within a tolerance scaled by the reduction length;
+    NaN anywhere (an unwritten poisoned element) fails."""
+    got = got.get() if isinstance(got, cl_array.Array) else np.asarray(got)
+    assert got.shape == ref.shape, f"shape {got.shape} != reference {ref.shape}"
+    assert np.isfinite(got).all(), f"{np.count_nonzero(~np.isfinite(got))} elements unwritten or non-finite"
+    scale = max(1.0, float(np.max(np.abs(ref))) if ref.size else 1.0)
+    atol = tolerance(reduction_length, dtype) * scale
+    err = float(np.max(np.abs(got.astype(np.float64) - ref))) if ref.size else 0.0
+    assert err <= atol, f"max abs error {err:.3e} > tolerance {atol:.3e} (reduction length {reduction_length})"

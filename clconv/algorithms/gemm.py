@@ -296,7 +296,8 @@ class Im2col(Algorithm):
 
     def decline_reason(self, problem, device):
         reason = super().decline_reason(problem, device)
-        if reason is None and self.chunk_batch(problem, device) == 0:
+        # batch 0 runs nothing (ops returns an empty result), so no column buffer need fit
+        if reason is None and problem.geometry.batch and self.chunk_batch(problem, device) == 0:
             reason = (f"the column buffer of one image ({self._column_bytes_per_image(problem)} bytes) "
                       f"exceeds the workspace limit ({workspace_limit(device)} bytes, CLCONV_WORKSPACE_LIMIT)")
         return reason

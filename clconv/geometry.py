@@ -381,6 +381,14 @@ def _transposed_padding(ndim, padding, kernel, stride, dilation):
     return resolve_padding(padding, ndim, kernel, stride, dilation, allow_strings=False)
 
 
+def _canonical_pad_end(pad_end: Sequence[int], output_padding: Sequence[int], stride: Sequence[int]) -> tuple[int, ...]:
+    """The canonical convolution's end padding for a transposed op.  An ``output_padding`` of at
+    least the stride (allowed while below the dilation) adds trailing outputs no input reaches; the
+    canonical convolution would count extra positions there, so its end padding shrinks by the excess,
+    possibly below zero (``pad_end`` only sets the canonical output size; no kernel reads it)."""
+    return tuple(e - max(0, o - s + 1) for e, o, s in zip(pad_end, output_padding, stride))
+
+
 def _check_output_padding(output_padding: Any, ndim: int, stride, dilation) -> tuple[int, ...]:
     op = _int_tuple("output_padding", output_padding, ndim, 0)
     for o, s, d in zip(op, stride, dilation):
@@ -431,7 +439,8 @@ def resolve_conv_transpose(
                 f"size {size} along a spatial dim (input {i}, kernel {k}, stride {s}, dilation {d})"
             )
         out_spatial.append(size)
-    geometry = _make(ndim, ishape[0], groups, cout_t, cin_t, out_spatial, kernel, stride, pb, pe, dilation)
+    geometry = _make(ndim, ishape[0], groups, cout_t, cin_t, out_spatial, kernel, stride, pb,
+                     _canonical_pad_end(pe, op, stride), dilation)
     _require_out(geometry, ishape[2:], "input")
     return Resolved(geometry, unbatched)
 
@@ -536,7 +545,8 @@ def resolve_conv_transpose_input(
             f"grad_output has {gshape[1]} channels (shape {gshape}) but weight of shape {wshape} "
             f"with groups={groups} gives {wshape[1] * groups}"
         )
-    geometry = _make(ndim, gshape[0], groups, gshape[1], wshape[0], gshape[2:], kernel, stride, pb, pe, dilation)
+    geometry = _make(ndim, gshape[0], groups, gshape[1], wshape[0], gshape[2:], kernel, stride, pb,
+                     _canonical_pad_end(pe, op, stride), dilation)
     _check_fits(geometry, "grad_output")
     # The transposed op's output size must be reachable from its input size with this output_padding.
     for axis, (i, o, s, b, e, d, k) in enumerate(

@@ -27,7 +27,8 @@ def _tap_slices(g: ConvGeometry, tap: tuple[int, ...]) -> tuple[slice, ...]:
 
 def _padded(g: ConvGeometry, x: np.ndarray) -> np.ndarray:
     nd = g.ndim
-    pads = [(0, 0), (0, 0)] + [(g.pad_begin[3 - nd + i], g.pad_end[3 - nd + i]) for i in range(nd)]
+    # a negative pad_end (transposed ops with output_padding >= stride) only shortens the output
+    pads = [(0, 0), (0, 0)] + [(g.pad_begin[3 - nd + i], max(0, g.pad_end[3 - nd + i])) for i in range(nd)]
     return np.pad(x.astype(np.float64), pads)
 
 
@@ -56,7 +57,7 @@ def backward_data(g: ConvGeometry, dy: np.ndarray, w: np.ndarray, bias: np.ndarr
     """dx = the gradient of conv(x, w) w.r.t. x for output gradient dy (+ bias: the transposed conv's)."""
     nd = g.ndim
     padded_shape = [g.batch, g.in_channels] + [
-        g.in_size[a] + g.pad_begin[a] + g.pad_end[a] for a in range(3 - nd, 3)
+        g.in_size[a] + g.pad_begin[a] + max(0, g.pad_end[a]) for a in range(3 - nd, 3)
     ]
     dxp = np.zeros(padded_shape)
     dy = dy.astype(np.float64)

@@ -287,6 +287,11 @@ class Case:
         b, e = pads(self.padding, self.ndim)
         return all(k == 1 for k in self.kernel) and not any(b) and not any(e)
 
+    def transposed(self) -> "TCase":
+        """The transposed convolution whose input is this case's output and whose output is its input."""
+        return TCase(self.name, self.ndim, self.output_shape, self.weight_shape, self.stride, self.padding,
+                     self.output_padding, self.groups, self.dilation, self.bias)
+
     def conv_args(self) -> dict:
         return dict(stride=self.stride, padding=self.padding, dilation=self.dilation, groups=self.groups)
 
@@ -303,6 +308,65 @@ CASES = [
     Case("2d-1x1-s2", 2, 2, 5, 3, (7, 6), (1, 1), 2, 0, bias=True),
     Case("3d-n1-g2-k2x3x2-s2x2x1-d1x1x2", 3, 1, 4, 2, (5, 5, 4), (2, 3, 2), (2, 2, 1), (1, 1, 0), (1, 1, 2), 2,
          bias=True),
+]
+
+class TCase:
+    """A transposed convolution ``x (N, C_in, *S)``, weight ``(C_in, C_out/groups, *kernel)``."""
+
+    def __init__(self, name, ndim, input_shape, weight_shape, stride=1, padding=0, output_padding=0, groups=1,
+                 dilation=1, bias=False):
+        self.name, self.ndim = name, ndim
+        self.input_shape, self.weight_shape = tuple(input_shape), tuple(weight_shape)
+        self.stride, self.padding, self.output_padding = stride, padding, output_padding
+        self.groups, self.dilation, self.bias = groups, dilation, bias
+
+    def __repr__(self) -> str:
+        return self.name
+
+    @property
+    def kernel(self):
+        return self.weight_shape[2:]
+
+    @property
+    def out_channels(self) -> int:
+        return self.weight_shape[1] * self.groups
+
+    @property
+    def output_shape(self):
+        size = transposed_output_size(self.input_shape[2:], self.kernel, self.stride, self.padding,
+                                      self.output_padding, self.dilation)
+        return (self.input_shape[0], self.out_channels, *size)
+
+    @property
+    def reduction(self) -> int:
+        """Terms per output element of the transposed convolution."""
+        return self.input_shape[1] // self.groups * _prod(self.kernel)
+
+    @property
+    def input_grad_reduction(self) -> int:
+        return self.weight_shape[1] * _prod(self.kernel)
+
+    @property
+    def weight_grad_reduction(self) -> int:
+        return self.input_shape[0] * _prod(self.input_shape[2:])
+
+    @property
+    def is_pointwise(self) -> bool:
+        b, e = pads(self.padding, self.ndim)
+        op, s = per_dim(self.output_padding, self.ndim), per_dim(self.stride, self.ndim)
+        return (all(k == 1 for k in self.kernel) and not any(b) and not any(e)
+                and all(o < ss for o, ss in zip(op, s)))
+
+    def args(self) -> dict:
+        return dict(stride=self.stride, padding=self.padding, output_padding=self.output_padding,
+                    groups=self.groups, dilation=self.dilation)
+
+
+# transposed convolutions with no ordinary-convolution twin: output_padding >= stride (allowed while
+# below the dilation) leaves trailing outputs that no input reaches (they get the bias alone)
+T_CASES = [
+    TCase("1d-depthwise-s2-d3-op2", 1, (2, 3, 4), (3, 1, 2), 2, 0, 2, 3, 3, bias=True),
+    TCase("2d-g2-s2x1-d1x3-op1x2-asym", 2, (1, 4, 3, 4), (4, 1, 3, 2), (2, 1), ((1, 0), (0, 1)), (1, 2), 2, (1, 3)),
 ]
 
 # the weight gradient's contraction (batch 2 x 16x16 output pixels = 512) admits split-K's even cut

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import zlib
 
 import numpy as np
 import pytest
@@ -27,5 +28,6 @@ def queue():
 @pytest.fixture
 def rng(request):
     """A generator seeded from the test's id: fresh data per test, reproducible per test."""
-    seed = abs(hash(request.node.nodeid)) % (2**32)
+    # zlib.crc32, not hash(): str hashes change with every process (PYTHONHASHSEED)
+    seed = zlib.crc32(request.node.nodeid.encode())
     return np.random.default_rng(seed)

@@ -243,3 +243,12 @@ def test_groups_must_divide_both_channel_counts(cin, cout, groups):
     else:
         g = resolve_conv(2, x.shape, (cout, cin // groups, 3, 3), None, groups=groups).geometry
         assert g.groups == groups and g.cin_per_group * groups == cin
+
+
+def test_float64_on_a_device_without_fp64_is_a_clear_error(monkeypatch, no_builds):
+    """PoCL has cl_khr_fp64, so pretend it does not: float64 then fails before any build, saying why."""
+    import clconv.tensors
+
+    monkeypatch.setattr(clconv.tensors, "supports_fp64", lambda device: False)
+    with pytest.raises(TypeError, match="float64.*cl_khr_fp64"):
+        clconv.conv2d(X2.astype(np.float64), W2.astype(np.float64), groups=2)

@@ -26,6 +26,7 @@ import warnings
 import weakref
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 import pyopencl as cl
 
@@ -170,7 +171,7 @@ class ProgramCache:
                 return program
         program = self._build(context, device, source, options, key, label)
         if disk_cache_enabled():
-            binaries = program.get_info(cl.program_info.BINARIES)
+            binaries = cast("list[bytes]", program.get_info(cl.program_info.BINARIES))
             if binaries and binaries[0]:
                 atomic_write(path, _pack(bytes(binaries[0])))
         return program

@@ -318,7 +318,7 @@ def cmd_info(args: argparse.Namespace, out: TextIO) -> int:
             fp64 = "yes" if supports_fp64(device) else "no"
             fp16 = "yes" if "cl_khr_fp16" in extensions else "no"
             print(f"  device {p_index}:{d_index}: {device.name.strip()} "
-                  f"[{cl.device_type.to_string(device.type)}]", file=out)
+                  f"[{_device_kinds(device)}]", file=out)
             print(f"    {device.version}, driver {device.driver_version}, {device.opencl_c_version}", file=out)
             print(f"    compute units {device.max_compute_units}, global memory {_human_bytes(device.global_mem_size)}, "
                   f"max allocation {_human_bytes(device.max_mem_alloc_size)}", file=out)
@@ -341,6 +341,13 @@ def cmd_info(args: argparse.Namespace, out: TextIO) -> int:
     shown = [f"{v}={os.environ[v]!r}" for v in variables if v in os.environ]
     print("environment: " + (", ".join(shown) if shown else "no CLCONV_* variable set"), file=out)
     return 0
+
+
+def _device_kinds(device: Any) -> str:
+    import pyopencl as cl
+
+    kinds = [k for k in ("CPU", "GPU", "ACCELERATOR", "CUSTOM") if device.type & getattr(cl.device_type, k)]
+    return ", ".join(kinds) or "unknown type"
 
 
 def cmd_render(args: argparse.Namespace, out: TextIO) -> int:
@@ -516,7 +523,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="clconv", description="OpenCL convolution kernels: inspect, render, check, benchmark.")
     parser.add_argument("--debug", action="store_true", help="show tracebacks instead of one-line errors")
     # --debug is accepted after the subcommand too (SUPPRESS: the subcommand must not reset it to False)
-    common = argparse.ArgumentParser(add_help=False)
+    common = _Parser(add_help=False)
     common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True

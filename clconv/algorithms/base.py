@@ -103,6 +103,7 @@ class Launch:
             if not isinstance(item, Arg):
                 out.append(item)
                 continue
+            operand: Operand | None
             if item.name in spaces:
                 operand = Operand(spaces[item.name], 0)
             else:
@@ -141,6 +142,7 @@ class Runner:
         events = []
         for launch in self.launches:
             args = launch.resolve_args(operands, spaces)
+            assert launch.kernel is not None, "a render-only runner (queue=None) cannot run"
             event = launch.kernel(queue, launch.global_size, launch.local_size, *args, wait_for=wait_for)
             wait_for = [event]  # also right on an out-of-order queue
             events.append(event)
@@ -172,7 +174,7 @@ class Algorithm:
 
 def render_and_build(
     queue: cl.CommandQueue | None, sources: list[tuple[str, str]], template: str, label: str, **params: Any
-) -> cl.Program:
+) -> cl.Program | None:
     """Render ``template``, note the source in ``sources`` and return the (cached) built program.
 
     With ``queue=None`` only renders (``clconv.render`` shows the source without building it).

@@ -316,8 +316,8 @@ def test_build_failure_raises_build_error_with_log_and_source(monkeypatch, tmp_p
     with pytest.raises(BuildError) as info:
         clconv.conv2d(x, w, algorithm="direct")
     error = info.value
-    assert isinstance(error.log, str) and error.log.strip()
-    assert error.options == ""
+    assert isinstance(error.log, str) and "error" in error.log.lower()  # the compiler's diagnostics
+    assert isinstance(error.options, str) and repr(error.options) in str(error)
     assert error.source_path is not None and error.source_path.is_file()
     assert "this is not OpenCL C;" in error.source_path.read_text()
     assert str(error.source_path) in str(error) and "direct" in str(error)

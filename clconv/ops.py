@@ -19,7 +19,7 @@ conv_transpose{1,2,3}d_weight backward_weight      x = grad_output, dy = input, 
 from __future__ import annotations
 
 import contextvars
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Sequence, Tuple, Union
 
 import numpy as np
 import pyopencl as cl
@@ -34,6 +34,8 @@ from .tensors import (
 )
 
 Tensor = Any  # numpy.ndarray | pyopencl.array.Array
+IntOrTuple = Union[int, Sequence[int]]  # one value for every spatial dim, or one per dim
+Padding = Union[int, Sequence[int], Sequence[Tuple[int, int]], str]  # also (begin, end) pairs, 'same', 'valid'
 
 # Set by render(): resolve and plan the call, then return the kernel sources instead of running.
 _RENDER_ONLY: contextvars.ContextVar[bool] = contextvars.ContextVar("clconv_render_only", default=False)
@@ -154,23 +156,26 @@ def _conv(ndim, input, weight, bias, stride, padding, dilation, groups, algorith
     return _run_pass("forward", resolved, {"x": input, "w": weight, "bias": bias}, user, algorithm, queue, out)
 
 
-def conv1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padding=0, dilation=1,
-           groups=1, *, algorithm: str = "auto", queue: cl.CommandQueue | None = None, out=None) -> Tensor:
+def conv1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: IntOrTuple = 1, padding: Padding = 0,
+           dilation: IntOrTuple = 1, groups: int = 1, *, algorithm: str = "auto",
+           queue: cl.CommandQueue | None = None, out: Tensor | None = None) -> Tensor:
     """1D convolution, as ``torch.nn.functional.conv1d``: input ``(N, C_in, W)`` or ``(C_in, W)``,
     weight ``(C_out, C_in/groups, kW)``, bias ``(C_out,)``.  ``padding`` also takes ``'same'``,
     ``'valid'`` and ``((begin, end),)``.  Raises ValueError/TypeError naming any bad argument."""
     return _conv(1, input, weight, bias, stride, padding, dilation, groups, algorithm, queue, out)
 
 
-def conv2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padding=0, dilation=1,
-           groups=1, *, algorithm: str = "auto", queue: cl.CommandQueue | None = None, out=None) -> Tensor:
+def conv2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: IntOrTuple = 1, padding: Padding = 0,
+           dilation: IntOrTuple = 1, groups: int = 1, *, algorithm: str = "auto",
+           queue: cl.CommandQueue | None = None, out: Tensor | None = None) -> Tensor:
     """2D convolution, as ``torch.nn.functional.conv2d``: input ``(N, C_in, H, W)`` or unbatched,
     weight ``(C_out, C_in/groups, kH, kW)``; asymmetric padding as ``((top, bottom), (left, right))``."""
     return _conv(2, input, weight, bias, stride, padding, dilation, groups, algorithm, queue, out)
 
 
-def conv3d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padding=0, dilation=1,
-           groups=1, *, algorithm: str = "auto", queue: cl.CommandQueue | None = None, out=None) -> Tensor:
+def conv3d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: IntOrTuple = 1, padding: Padding = 0,
+           dilation: IntOrTuple = 1, groups: int = 1, *, algorithm: str = "auto",
+           queue: cl.CommandQueue | None = None, out: Tensor | None = None) -> Tensor:
     """3D convolution, as ``torch.nn.functional.conv3d``: input ``(N, C_in, D, H, W)`` or unbatched."""
     return _conv(3, input, weight, bias, stride, padding, dilation, groups, algorithm, queue, out)
 
@@ -192,38 +197,44 @@ def _conv_weight(ndim, input, weight_size, grad_output, stride, padding, dilatio
     return _run_pass("backward_weight", resolved, {"x": input, "dy": grad_output}, user, algorithm, queue, out)
 
 
-def conv1d_input(input_size: Sequence[int], weight: Tensor, grad_output: Tensor, stride=1, padding=0, dilation=1,
-                 groups=1, *, algorithm: str = "auto", queue=None, out=None) -> Tensor:
+def conv1d_input(input_size: Sequence[int], weight: Tensor, grad_output: Tensor, stride: IntOrTuple = 1,
+                 padding: Padding = 0, dilation: IntOrTuple = 1, groups: int = 1, *, algorithm: str = "auto",
+                 queue: cl.CommandQueue | None = None, out: Tensor | None = None) -> Tensor:
     """Gradient of conv1d w.r.t. its input, of shape ``input_size`` (as ``torch.nn.grad.conv1d_input``)."""
     return _conv_input(1, input_size, weight, grad_output, stride, padding, dilation, groups, algorithm, queue, out)
 
 
-def conv2d_input(input_size: Sequence[int], weight: Tensor, grad_output: Tensor, stride=1, padding=0, dilation=1,
-                 groups=1, *, algorithm: str = "auto", queue=None, out=None) -> Tensor:
+def conv2d_input(input_size: Sequence[int], weight: Tensor, grad_output: Tensor, stride: IntOrTuple = 1,
+                 padding: Padding = 0, dilation: IntOrTuple = 1, groups: int = 1, *, algorithm: str = "auto",
+                 queue: cl.CommandQueue | None = None, out: Tensor | None = None) -> Tensor:
     """Gradient of conv2d w.r.t. its input, of shape ``input_size`` (as ``torch.nn.grad.conv2d_input``)."""
     return _conv_input(2, input_size, weight, grad_output, stride, padding, dilation, groups, algorithm, queue, out)
 
 
-def conv3d_input(input_size: Sequence[int], weight: Tensor, grad_output: Tensor, stride=1, padding=0, dilation=1,
-                 groups=1, *, algorithm: str = "auto", queue=None, out=None) -> Tensor:
+def conv3d_input(input_size: Sequence[int], weight: Tensor, grad_output: Tensor, stride: IntOrTuple = 1,
+                 padding: Padding = 0, dilation: IntOrTuple = 1, groups: int = 1, *, algorithm: str = "auto",
+                 queue: cl.CommandQueue | None = None, out: Tensor | None = None) -> Tensor:
     """Gradient of conv3d w.r.t. its input, of shape ``input_size`` (as ``torch.nn.grad.conv3d_input``)."""
     return _conv_input(3, input_size, weight, grad_output, stride, padding, dilation, groups, algorithm, queue, out)
 
 
-def conv1d_weight(input: Tensor, weight_size: Sequence[int], grad_output: Tensor, stride=1, padding=0, dilation=1,
-                  groups=1, *, algorithm: str = "auto", queue=None, out=None) -> Tensor:
+def conv1d_weight(input: Tensor, weight_size: Sequence[int], grad_output: Tensor, stride: IntOrTuple = 1,
+                  padding: Padding = 0, dilation: IntOrTuple = 1, groups: int = 1, *, algorithm: str = "auto",
+                  queue: cl.CommandQueue | None = None, out: Tensor | None = None) -> Tensor:
     """Gradient of conv1d w.r.t. its weight, of shape ``weight_size`` (as ``torch.nn.grad.conv1d_weight``)."""
     return _conv_weight(1, input, weight_size, grad_output, stride, padding, dilation, groups, algorithm, queue, out)
 
 
-def conv2d_weight(input: Tensor, weight_size: Sequence[int], grad_output: Tensor, stride=1, padding=0, dilation=1,
-                  groups=1, *, algorithm: str = "auto", queue=None, out=None) -> Tensor:
+def conv2d_weight(input: Tensor, weight_size: Sequence[int], grad_output: Tensor, stride: IntOrTuple = 1,
+                  padding: Padding = 0, dilation: IntOrTuple = 1, groups: int = 1, *, algorithm: str = "auto",
+                  queue: cl.CommandQueue | None = None, out: Tensor | None = None) -> Tensor:
     """Gradient of conv2d w.r.t. its weight, of shape ``weight_size`` (as ``torch.nn.grad.conv2d_weight``)."""
     return _conv_weight(2, input, weight_size, grad_output, stride, padding, dilation, groups, algorithm, queue, out)
 
 
-def conv3d_weight(input: Tensor, weight_size: Sequence[int], grad_output: Tensor, stride=1, padding=0, dilation=1,
-                  groups=1, *, algorithm: str = "auto", queue=None, out=None) -> Tensor:
+def conv3d_weight(input: Tensor, weight_size: Sequence[int], grad_output: Tensor, stride: IntOrTuple = 1,
+                  padding: Padding = 0, dilation: IntOrTuple = 1, groups: int = 1, *, algorithm: str = "auto",
+                  queue: cl.CommandQueue | None = None, out: Tensor | None = None) -> Tensor:
     """Gradient of conv3d w.r.t. its weight, of shape ``weight_size`` (as ``torch.nn.grad.conv3d_weight``)."""
     return _conv_weight(3, input, weight_size, grad_output, stride, padding, dilation, groups, algorithm, queue, out)
 
@@ -239,21 +250,27 @@ def _conv_transpose(ndim, input, weight, bias, stride, padding, output_padding, 
     return _run_pass("backward_data", resolved, {"dy": input, "w": weight, "bias": bias}, user, algorithm, queue, out)
 
 
-def conv_transpose1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padding=0,
-                     output_padding=0, groups=1, dilation=1, *, algorithm: str = "auto", queue=None, out=None) -> Tensor:
+def conv_transpose1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: IntOrTuple = 1,
+                     padding: Padding = 0, output_padding: IntOrTuple = 0, groups: int = 1, dilation: IntOrTuple = 1,
+                     *, algorithm: str = "auto", queue: cl.CommandQueue | None = None,
+                     out: Tensor | None = None) -> Tensor:
     """1D transposed convolution, as ``torch.nn.functional.conv_transpose1d``: weight ``(C_in, C_out/groups, kW)``;
     output size ``(in-1)*stride - pad_begin - pad_end + dilation*(k-1) + output_padding + 1``."""
     return _conv_transpose(1, input, weight, bias, stride, padding, output_padding, groups, dilation, algorithm, queue, out)
 
 
-def conv_transpose2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padding=0,
-                     output_padding=0, groups=1, dilation=1, *, algorithm: str = "auto", queue=None, out=None) -> Tensor:
+def conv_transpose2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: IntOrTuple = 1,
+                     padding: Padding = 0, output_padding: IntOrTuple = 0, groups: int = 1, dilation: IntOrTuple = 1,
+                     *, algorithm: str = "auto", queue: cl.CommandQueue | None = None,
+                     out: Tensor | None = None) -> Tensor:
     """2D transposed convolution, as ``torch.nn.functional.conv_transpose2d``."""
     return _conv_transpose(2, input, weight, bias, stride, padding, output_padding, groups, dilation, algorithm, queue, out)
 
 
-def conv_transpose3d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padding=0,
-                     output_padding=0, groups=1, dilation=1, *, algorithm: str = "auto", queue=None, out=None) -> Tensor:
+def conv_transpose3d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: IntOrTuple = 1,
+                     padding: Padding = 0, output_padding: IntOrTuple = 0, groups: int = 1, dilation: IntOrTuple = 1,
+                     *, algorithm: str = "auto", queue: cl.CommandQueue | None = None,
+                     out: Tensor | None = None) -> Tensor:
     """3D transposed convolution, as ``torch.nn.functional.conv_transpose3d``."""
     return _conv_transpose(3, input, weight, bias, stride, padding, output_padding, groups, dilation, algorithm, queue, out)
 
@@ -275,40 +292,52 @@ def _conv_transpose_weight(ndim, input, weight_size, grad_output, stride, paddin
     return _run_pass("backward_weight", resolved, {"x": grad_output, "dy": input}, user, algorithm, queue, out)
 
 
-def conv_transpose1d_input(grad_output: Tensor, weight: Tensor, stride=1, padding=0, output_padding=0, groups=1,
-                           dilation=1, *, algorithm: str = "auto", queue=None, out=None) -> Tensor:
+def conv_transpose1d_input(grad_output: Tensor, weight: Tensor, stride: IntOrTuple = 1, padding: Padding = 0,
+                           output_padding: IntOrTuple = 0, groups: int = 1, dilation: IntOrTuple = 1, *,
+                           algorithm: str = "auto", queue: cl.CommandQueue | None = None,
+                           out: Tensor | None = None) -> Tensor:
     """Gradient of conv_transpose1d w.r.t. its input: a forward conv1d of ``grad_output`` with ``weight``."""
     return _conv_transpose_input(1, grad_output, weight, stride, padding, output_padding, groups, dilation, algorithm, queue, out)
 
 
-def conv_transpose2d_input(grad_output: Tensor, weight: Tensor, stride=1, padding=0, output_padding=0, groups=1,
-                           dilation=1, *, algorithm: str = "auto", queue=None, out=None) -> Tensor:
+def conv_transpose2d_input(grad_output: Tensor, weight: Tensor, stride: IntOrTuple = 1, padding: Padding = 0,
+                           output_padding: IntOrTuple = 0, groups: int = 1, dilation: IntOrTuple = 1, *,
+                           algorithm: str = "auto", queue: cl.CommandQueue | None = None,
+                           out: Tensor | None = None) -> Tensor:
     """Gradient of conv_transpose2d w.r.t. its input."""
     return _conv_transpose_input(2, grad_output, weight, stride, padding, output_padding, groups, dilation, algorithm, queue, out)
 
 
-def conv_transpose3d_input(grad_output: Tensor, weight: Tensor, stride=1, padding=0, output_padding=0, groups=1,
-                           dilation=1, *, algorithm: str = "auto", queue=None, out=None) -> Tensor:
+def conv_transpose3d_input(grad_output: Tensor, weight: Tensor, stride: IntOrTuple = 1, padding: Padding = 0,
+                           output_padding: IntOrTuple = 0, groups: int = 1, dilation: IntOrTuple = 1, *,
+                           algorithm: str = "auto", queue: cl.CommandQueue | None = None,
+                           out: Tensor | None = None) -> Tensor:
     """Gradient of conv_transpose3d w.r.t. its input."""
     return _conv_transpose_input(3, grad_output, weight, stride, padding, output_padding, groups, dilation, algorithm, queue, out)
 
 
-def conv_transpose1d_weight(input: Tensor, weight_size: Sequence[int], grad_output: Tensor, stride=1, padding=0,
-                            output_padding=0, groups=1, dilation=1, *, algorithm: str = "auto", queue=None, out=None) -> Tensor:
+def conv_transpose1d_weight(input: Tensor, weight_size: Sequence[int], grad_output: Tensor, stride: IntOrTuple = 1,
+                            padding: Padding = 0, output_padding: IntOrTuple = 0, groups: int = 1,
+                            dilation: IntOrTuple = 1, *, algorithm: str = "auto",
+                            queue: cl.CommandQueue | None = None, out: Tensor | None = None) -> Tensor:
     """Gradient of conv_transpose1d w.r.t. its weight ``(C_in, C_out/groups, kW)``."""
     return _conv_transpose_weight(1, input, weight_size, grad_output, stride, padding, output_padding, groups, dilation,
                                   algorithm, queue, out)
 
 
-def conv_transpose2d_weight(input: Tensor, weight_size: Sequence[int], grad_output: Tensor, stride=1, padding=0,
-                            output_padding=0, groups=1, dilation=1, *, algorithm: str = "auto", queue=None, out=None) -> Tensor:
+def conv_transpose2d_weight(input: Tensor, weight_size: Sequence[int], grad_output: Tensor, stride: IntOrTuple = 1,
+                            padding: Padding = 0, output_padding: IntOrTuple = 0, groups: int = 1,
+                            dilation: IntOrTuple = 1, *, algorithm: str = "auto",
+                            queue: cl.CommandQueue | None = None, out: Tensor | None = None) -> Tensor:
     """Gradient of conv_transpose2d w.r.t. its weight."""
     return _conv_transpose_weight(2, input, weight_size, grad_output, stride, padding, output_padding, groups, dilation,
                                   algorithm, queue, out)
 
 
-def conv_transpose3d_weight(input: Tensor, weight_size: Sequence[int], grad_output: Tensor, stride=1, padding=0,
-                            output_padding=0, groups=1, dilation=1, *, algorithm: str = "auto", queue=None, out=None) -> Tensor:
+def conv_transpose3d_weight(input: Tensor, weight_size: Sequence[int], grad_output: Tensor, stride: IntOrTuple = 1,
+                            padding: Padding = 0, output_padding: IntOrTuple = 0, groups: int = 1,
+                            dilation: IntOrTuple = 1, *, algorithm: str = "auto",
+                            queue: cl.CommandQueue | None = None, out: Tensor | None = None) -> Tensor:
     """Gradient of conv_transpose3d w.r.t. its weight."""
     return _conv_transpose_weight(3, input, weight_size, grad_output, stride, padding, output_padding, groups, dilation,
                                   algorithm, queue, out)
@@ -346,12 +375,12 @@ def convolution_backward(
     input: Tensor,
     weight: Tensor,
     *,
-    stride=1,
-    padding=0,
-    dilation=1,
-    groups=1,
+    stride: IntOrTuple = 1,
+    padding: Padding = 0,
+    dilation: IntOrTuple = 1,
+    groups: int = 1,
     transposed: bool = False,
-    output_padding=0,
+    output_padding: IntOrTuple = 0,
     output_mask: Sequence[bool] = (True, True, True),
     algorithm: str = "auto",
     queue: cl.CommandQueue | None = None,

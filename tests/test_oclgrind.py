@@ -1,0 +1,207 @@
+"""Every kernel family under Oclgrind: invalid reads/writes, data races between work-items and reads
+of uninitialised memory, each reported by the simulator, fail the test.
+
+The test runs this same file as a child process under
+``oclgrind --data-races --uninitialized --build-options -cl-opt-disable --log LOG python
+tests/test_oclgrind.py SET``; the child (Oclgrind's simulated device is then the only OpenCL device)
+runs every algorithm of every pass over the cases of SET, checks each result against the float64
+reference and prints one line per run.  Any line in LOG is an Oclgrind report and fails the test.
+
+Why ``-cl-opt-disable``: Debian's Oclgrind 21.10 is built on LLVM 14, whose optimiser emits the
+``freeze`` instruction that Oclgrind's uninitialised-memory plugin cannot interpret ("Unsupported
+instruction: freeze", a fatal error that also leaves the result unwritten).  ``scripts/fuzz oclgrind``
+additionally runs the optimised code without ``--uninitialized``.
+
+``PYOPENCL_NO_CACHE=1`` and a private ``CLCONV_CACHE_DIR`` make every program build from source
+inside the simulator (a cached binary would bypass the build options).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+OCLGRIND = shutil.which("oclgrind")
+
+OCLGRIND_FLAGS = ("--data-races", "--uninitialized", "--build-options", "-cl-opt-disable")
+
+
+def oclgrind_cases(which: str):
+    """The case sets: ``ci`` (seconds per run in the simulator: kept tiny) and ``full`` (scripts/fuzz)."""
+    from reliability_cases import CASES, Case
+
+    ci = [
+        # groups + bias, padding on every side, M/N not multiples of any tile
+        Case(2, 1, 4, 4, (5, 4), (3, 3), 1, 1, 1, 2, bias=True),
+        # stride, asymmetric padding, dilation, batch 2 (im2col chunking, batch index math)
+        Case(2, 2, 2, 3, (6, 5), (2, 3), 2, ((1, 0), (2, 1)), (2, 1)),
+        # 3D with a kernel as large as the padded input along one axis
+        Case(3, 1, 1, 2, (3, 3, 2), (2, 2, 3), 1, (0, 1, 1), only=("direct", "implicit_gemm")),
+        # 1D depthwise with stride and dilation, the transposed op's bias through col2im
+        Case(1, 2, 3, 3, (9,), (3,), 2, 1, 2, 3, bias=True, only=("direct", "im2col")),
+        # 1x1 strided: the pointwise GEMM views
+        Case(2, 1, 3, 2, (3, 3), (1, 1), 2, 0, bias=True, only=("gemm1x1",)),
+        # split-K's partials and its reduction kernel (the child lowers SplitK.MIN_PIECE so that a
+        # contraction of 2 x 32 output pixels is cut: the same kernel code as a long one, 10x faster)
+        Case(1, 2, 1, 2, (32,), (3,), 1, 1, passes=("backward_weight",), only=("splitk",)),
+    ]
+    if which == "ci":
+        return ci
+    return ci + list(CASES)
+
+
+# -- the child: runs inside Oclgrind ---------------------------------------------------------------
+
+
+def child(which: str, every_config: bool) -> int:
+    import numpy as np
+
+    import clconv
+    from clconv.algorithms import REGISTRY
+    from clconv.planner import prepared_runner
+    from clconv.tensors import to_operand
+    from helpers import assert_matches, poisoned, random
+    from reliability_cases import (
+        operand_shapes, every_pass_algorithm, param_id, reference_result, result_shape, run,
+    )
+
+    import time
+
+    import pyopencl as cl
+
+    # Keep every buffer alive until the process ends.  OpenCL lets a buffer be released while
+    # kernels that use it are still queued (clconv releases its workspaces that way), but
+    # Oclgrind 21.10's uninitialised-memory plugin then loses track of a recycled buffer's
+    # contents and reports every later read of it as uninitialised.
+    kept = []
+
+    class KeptBuffer(cl.Buffer):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            kept.append(self)
+
+    cl.Buffer = KeptBuffer
+    from clconv.algorithms.gemm import SplitK
+
+    SplitK.MIN_PIECE = 16
+
+    queue = clconv.default_queue()
+    assert "oclgrind" in queue.device.name.lower(), f"not running on Oclgrind but on {queue.device.name!r}"
+    rng = np.random.default_rng(5)
+    runs = 0
+    log = Path(os.environ.get("CLCONV_OCLGRIND_LOG", os.devnull))
+
+    def note(label: str) -> None:
+        # Attribute Oclgrind's reports to the run that caused them: the log grows synchronously.
+        queue.finish()
+        size = log.stat().st_size if log.exists() else 0
+        print(f"{'REPORTED' if size > note.size else 'ok'} {label} {time.time() - note.start:.1f}s", flush=True)
+        note.size, note.start = size, time.time()
+
+    note.size, note.start = 0, time.time()
+    for case, pass_, algorithm in every_pass_algorithm(queue.device, oclgrind_cases(which)):
+        operands = {name: random(rng, shape) for name, shape in operand_shapes(case, pass_).items()}
+        ref = reference_result(case, pass_, operands)
+        length = case.geometry.reduction_length * max(case.geometry.batch, 1)
+        out = poisoned(queue, result_shape(case, pass_))
+        result = run(case, pass_, algorithm, operands, out=out)
+        note(param_id(case, pass_, algorithm))
+        assert_matches(result, ref, length)
+        runs += 1
+        if not every_config:
+            continue
+        chosen = REGISTRY[algorithm]
+        problem = case.problem(pass_)
+        for config in chosen.configs(problem, queue.device)[1:]:
+            runner = prepared_runner(problem, chosen, config, queue)
+            result = poisoned(queue, ref.shape)
+            ops = {name: to_operand(value, queue)[0] for name, value in
+                   {{"dy": "dy"}.get(k, k): v for k, v in operands.items()}.items()}
+            holders = [to_operand(v, queue) for v in operands.values()]  # noqa: F841 (keep buffers alive)
+            ops[{"forward": "y", "backward_data": "dx", "backward_weight": "dw"}[pass_]] = to_operand(result, queue)[0]
+            for event in runner.run(queue, ops):
+                event.wait()
+            note(f"{param_id(case, pass_, algorithm)} {config}")
+            assert_matches(result, ref, length)
+            runs += 1
+    print(f"clconv-oclgrind: {runs} runs checked", flush=True)
+    return runs
+
+
+# -- the test: runs the child under Oclgrind ----------------------------------------------------------
+
+
+def run_under_oclgrind(which: str, flags=OCLGRIND_FLAGS, every_config: bool = False, timeout: float = 900):
+    """Run the child; return ``(runs, report_text, stdout)`` (report_text empty when Oclgrind is silent)."""
+    with tempfile.TemporaryDirectory(prefix="clconv-oclgrind-") as tmp:
+        log = Path(tmp) / "oclgrind.log"
+        env = dict(os.environ, PYOPENCL_NO_CACHE="1", CLCONV_CACHE_DIR=str(Path(tmp) / "cache"),
+                   CLCONV_TUNE="0", CLCONV_DEVICE="Oclgrind", PYTHONPATH=str(HERE), CLCONV_OCLGRIND_LOG=str(log))
+        env.pop("PYOPENCL_CTX", None)
+        command = [OCLGRIND, "--log", str(log), *flags, sys.executable, str(Path(__file__).resolve()), which]
+        if every_config:
+            command.append("--every-config")
+        proc = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout)
+        report = log.read_text() if log.exists() else ""
+        runs = 0
+        for line in proc.stdout.splitlines():
+            if line.startswith("clconv-oclgrind:"):
+                runs = int(line.split()[1])
+        if proc.returncode != 0 and not report.strip():
+            report = f"child exited with {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}"
+        if "OCLGRIND" in proc.stderr and not report.strip():
+            report = proc.stderr
+        return runs, report, proc.stdout
+
+
+def _require_oclgrind():
+    if OCLGRIND is None:
+        message = ("OCLGRIND NOT INSTALLED: the memory/race/uninitialised checks of every kernel did NOT run. "
+                   "Install it with scripts/setup-env (apt-get install oclgrind).")
+        print("\n" + "!" * 100 + "\n" + message + "\n" + "!" * 100, file=sys.stderr)
+        pytest.skip(message)
+
+
+def test_every_kernel_family_is_clean_under_oclgrind():
+    _require_oclgrind()
+    runs, report, stdout = run_under_oclgrind("ci")
+    assert not report.strip(), f"Oclgrind reported:\n{report[:8000]}\n--- child stdout ---\n{stdout[-2000:]}"
+    from reliability_cases import every_pass_algorithm  # noqa: F401
+    expected = sum(len(c.passes) for c in oclgrind_cases("ci"))
+    assert runs >= expected, f"only {runs} runs completed:\n{stdout}"
+
+
+def test_oclgrind_reports_an_out_of_bounds_write(tmp_path):
+    """The harness can fail: a user template that writes one element past the output is caught."""
+    _require_oclgrind()
+    builtin = HERE.parent / "templates" / "direct.mako"
+    text = builtin.read_text()
+    marker = "    y_base[y_off + nc * CLC_OP + p] = acc;"
+    assert marker in text, "direct.mako changed: update this test's injected bug"
+    (tmp_path / "direct.mako").write_text(text.replace(marker, marker + "\n    if (p == 0 && nc == 0) y_base[y_off + CLC_N * CLC_COUT * CLC_OP] = acc;"))
+    script = tmp_path / "oob.py"
+    script.write_text(
+        "import numpy as np, clconv\n"
+        "x = np.ones((1, 2, 4, 4), np.float32); w = np.ones((3, 2, 3, 3), np.float32)\n"
+        "clconv.conv2d(x, w, padding=1, algorithm='direct')\n"
+    )
+    env = dict(os.environ, PYOPENCL_NO_CACHE="1", CLCONV_CACHE_DIR=str(tmp_path / "cache"), CLCONV_TUNE="0",
+               CLCONV_DEVICE="Oclgrind", CLCONV_TEMPLATE_PATH=str(tmp_path))
+    env.pop("PYOPENCL_CTX", None)
+    log = tmp_path / "log"
+    subprocess.run([OCLGRIND, "--log", str(log), *OCLGRIND_FLAGS, sys.executable, str(script)], env=env,
+                   capture_output=True, text=True, timeout=300)
+    report = log.read_text() if log.exists() else ""
+    assert "Invalid write" in report and "clc_direct_forward" in report, report[:3000]
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(HERE))
+    child(sys.argv[1] if len(sys.argv) > 1 else "ci", "--every-config" in sys.argv)

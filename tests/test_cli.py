@@ -209,3 +209,17 @@ def test_console_script_is_declared():
     config = configparser.ConfigParser()
     config.read(Path(__file__).resolve().parent.parent / "setup.cfg")
     assert "clconv = clconv.cli:main" in config["options.entry_points"]["console_scripts"]
+
+
+def test_readme_tile_override_example_renders(tmp_path, monkeypatch):
+    """The README's tweak (a ``TK = 8`` line before ``RTM = TM // WM`` in a copy of gemm.mako)
+    still applies to the built-in template and shows in the rendered source."""
+    anchor = "\n    RTM = TM // WM"
+    source = (builtin_template_dir() / "gemm.mako").read_text()
+    assert source.count(anchor) == 1, "gemm.mako changed: update the tweak example in README.md and docs/"
+    (tmp_path / "gemm.mako").write_text(source.replace(anchor, "\n    TK = 8" + anchor))
+    monkeypatch.setenv("CLCONV_TEMPLATE_PATH", str(tmp_path))
+    code, text = run_cli("render", "conv2d", "--input", "1,16,5,5", "--weight", "16,16,3,3", "--padding", "1",
+                         "--algorithm", "implicit_gemm")
+    assert code == 0
+    assert "__local clc_real a_tile[8 * " in text

@@ -21,7 +21,7 @@ import clconv
 from clconv import planner, reference, tuning
 from clconv.algorithms import REGISTRY, Problem
 from clconv.builder import stats
-from clconv.geometry import INT32_MAX, resolve_conv
+from clconv.geometry import INT32_MAX, ConvGeometry, resolve_conv
 
 from helpers import assert_matches, poisoned, random
 from naive_reference import conv_naive
@@ -126,11 +126,38 @@ def _data(case: Case, rng):
     return x, w, b
 
 
+def _independent_geometry(case: Case) -> ConvGeometry:
+    """The case's geometry worked out here from the user's arguments, not by clconv's resolver, so
+    a resolver bug (padding, 'same', output size) cannot hide in the expected values."""
+    nd = case.ndim
+
+    def per_dim(v):
+        return tuple(v) if isinstance(v, tuple) else (v,) * nd
+
+    stride, dilation = per_dim(case.stride), per_dim(case.dilation)
+    if case.padding == "valid":
+        begin = end = (0,) * nd
+    elif case.padding == "same":  # PyTorch: total d*(k-1), the odd element at the end
+        total = [d * (k - 1) for d, k in zip(dilation, case.kernel)]
+        begin = tuple(t // 2 for t in total)
+        end = tuple(t - t // 2 for t in total)
+    elif isinstance(case.padding, tuple) and isinstance(case.padding[0], tuple):
+        begin, end = tuple(p[0] for p in case.padding), tuple(p[1] for p in case.padding)
+    else:
+        begin = end = per_dim(case.padding)
+
+    def three(v, fill):
+        return (fill,) * (3 - nd) + tuple(v)
+
+    return ConvGeometry(nd, case.batch or 1, case.groups, case.cin, case.cout, three(case.size, 1),
+                        three(case.kernel, 1), three(stride, 1), three(begin, 0), three(end, 0),
+                        three(dilation, 1))
+
+
 def _expected(case: Case, x, w, b) -> np.ndarray:
-    resolved = _resolve(case)
-    xb = x[None] if resolved.unbatched else x
-    ref = reference.forward(resolved.geometry, xb, w, b)
-    return ref[0] if resolved.unbatched else ref
+    g = _independent_geometry(case)
+    ref = reference.forward(g, x[None] if case.batch is None else x, w, b)
+    return ref[0] if case.batch is None else ref
 
 
 def _reduction(case: Case) -> int:
@@ -161,6 +188,12 @@ def test_forward_matches_reference(case: Case, algorithm: str, queue, rng):
     result = op(x, w, b, **case.args(), algorithm=algorithm, out=out)
     assert result is out
     assert_matches(result, ref, _reduction(case), case.dtype)
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
+def test_resolver_agrees_with_independent_geometry(case: Case):
+    assert _resolve(case).geometry == _independent_geometry(case)
+    assert _resolve(case).unbatched == (case.batch is None)
 
 
 def test_every_case_is_served_where_expected(queue):
@@ -209,9 +242,8 @@ NAIVE_CASES = [
 def test_fast_reference_matches_naive_loops(case: Case, rng):
     """clconv.reference.forward (strided slices + einsum) equals the index-by-index definition."""
     x, w, b = _data(case, rng)
+    naive = conv_naive(x, w, b, case.stride, case.padding, case.dilation, case.groups)
     g = _resolve(case).geometry
-    padding = tuple(zip(g.pad_begin[3 - case.ndim:], g.pad_end[3 - case.ndim:]))
-    naive = conv_naive(x, w, b, case.stride, padding, case.dilation, case.groups)
     fast = reference.forward(g, x, w, b)
     assert fast.shape == naive.shape == g.output_shape
     np.testing.assert_allclose(fast, naive, rtol=1e-12, atol=1e-12)

@@ -139,7 +139,7 @@ def _add_geometry_arguments(parser: argparse.ArgumentParser) -> None:
 
 @dataclass
 class OpCall:
-    """A public op, its arguments built from shapes, and how to compute its reference result."""
+    """A public op, its arguments built from shapes, and the same call as canonical operands."""
 
     name: str
     pass_: str
@@ -149,7 +149,8 @@ class OpCall:
     geometry: Any  # clconv.geometry.ConvGeometry
     unbatched: bool
     result_shape: tuple[int, ...]
-    reference: Callable[[], np.ndarray] = field(repr=False)
+    # the pass's operands by canonical role (x, w, dy, bias), batched: what the kernels read
+    canonical: dict[str, np.ndarray] = field(repr=False)
 
     @property
     def reduction_length(self) -> int:
@@ -161,6 +162,19 @@ class OpCall:
             return int(g.cout_per_group * g.kernel_volume)
         return int(g.batch * g.out_pixels)
 
+    def canonical_reference(self) -> np.ndarray:
+        """The float64 reference result in the canonical (batched) shape."""
+        from clconv import reference
+
+        first, second = {"forward": ("x", "w"), "backward_data": ("dy", "w"), "backward_weight": ("x", "dy")}[self.pass_]
+        c = self.canonical
+        return reference.run_pass(self.pass_, self.geometry, c[first], c[second], c.get("bias"))
+
+    def reference(self) -> np.ndarray:
+        """The float64 reference result in the op's own result shape."""
+        result = self.canonical_reference()
+        return result[0] if self.unbatched and self.pass_ != "backward_weight" else result
+
 
 def build_call(args: argparse.Namespace, make: Callable[[tuple[int, ...]], np.ndarray]) -> OpCall:
     """Resolve ``args.op`` with the shapes and options on the command line.
@@ -170,7 +184,6 @@ def build_call(args: argparse.Namespace, make: Callable[[tuple[int, ...]], np.nd
     """
     import clconv
     from clconv import geometry as geo
-    from clconv import reference
 
     match = OP_PATTERN.match(args.op)
     if match is None:
@@ -190,73 +203,51 @@ def build_call(args: argparse.Namespace, make: Callable[[tuple[int, ...]], np.nd
     if args.output_padding is not None and family != "conv_transpose":
         raise CLIError(f"--output-padding applies to the transposed ops, not to {args.op}", USAGE_ERROR)
     output_padding = parse_ints(args.output_padding, "--output-padding") if args.output_padding else 0
-    bias_shape = None
 
     def tensor(shape: Sequence[int]) -> np.ndarray:
         return make(tuple(shape)).astype(dtype, copy=False)
 
-    def batched(a: np.ndarray, unbatched: bool) -> np.ndarray:
-        return a[None] if unbatched else a
-
-    def unbatch(a: np.ndarray, unbatched: bool) -> np.ndarray:
-        return a[0] if unbatched else a
-
     if family == "conv":
         kwargs: dict[str, Any] = dict(stride=stride, padding=padding, dilation=dilation, groups=groups)
-        if args.bias:
-            bias_shape = (wshape[0],) if wshape else None
+        bias_shape = (wshape[0],) if args.bias and wshape else None
         resolved = geo.resolve_conv(ndim, ishape, wshape, bias_shape, stride, padding, dilation, groups)
-        g, unb = resolved.geometry, resolved.unbatched
-        out_shape = g.output_shape[1:] if unb else g.output_shape
-        if grad is None:
-            x, w = tensor(ishape), tensor(wshape)
-            b = tensor(bias_shape) if bias_shape else None
-            call_args: tuple[Any, ...] = (x, w, b)
-            result_shape = out_shape
-
-            def ref() -> np.ndarray:
-                return unbatch(reference.forward(g, batched(x, unb), w, b), unb)
-        elif grad == "input":
-            w, dy = tensor(wshape), tensor(out_shape)
-            call_args, result_shape = (ishape, w, dy), ishape
-
-            def ref() -> np.ndarray:
-                return unbatch(reference.backward_data(g, batched(dy, unb), w), unb)
-        else:
-            x, dy = tensor(ishape), tensor(out_shape)
-            call_args, result_shape = (x, wshape, dy), wshape
-
-            def ref() -> np.ndarray:
-                return reference.backward_weight(g, batched(x, unb), batched(dy, unb))
+        # the forward op's output: grad_output of the gradient ops
+        out_shape = resolved.geometry.output_shape[1 if resolved.unbatched else 0:]
     else:
         kwargs = dict(stride=stride, padding=padding, output_padding=output_padding, groups=groups,
                       dilation=dilation)
-        if args.bias:
-            bias_shape = (wshape[1] * groups,) if len(wshape) > 1 else None
+        bias_shape = (wshape[1] * groups,) if args.bias and len(wshape) > 1 else None
         resolved = geo.resolve_conv_transpose(ndim, ishape, wshape, bias_shape, stride, padding, output_padding,
                                               groups, dilation)
-        g, unb = resolved.geometry, resolved.unbatched
-        out_shape = g.input_shape[1:] if unb else g.input_shape  # the transposed op's output
-        if grad is None:
-            x, w = tensor(ishape), tensor(wshape)
-            b = tensor(bias_shape) if bias_shape else None
-            call_args, result_shape = (x, w, b), out_shape
+        # the transposed op's output is the canonical convolution's input
+        out_shape = resolved.geometry.input_shape[1 if resolved.unbatched else 0:]
+    g, unbatched = resolved.geometry, resolved.unbatched
 
-            def ref() -> np.ndarray:
-                return unbatch(reference.backward_data(g, batched(x, unb), w, b), unb)
-        elif grad == "input":
-            dy, w = tensor(out_shape), tensor(wshape)
-            call_args, result_shape = (dy, w), ishape
+    def batched(a: np.ndarray) -> np.ndarray:
+        return a[None] if unbatched else a
 
-            def ref() -> np.ndarray:
-                return unbatch(reference.forward(g, batched(dy, unb), w), unb)
-        else:
-            x, dy = tensor(ishape), tensor(out_shape)
-            call_args, result_shape = (x, wshape, dy), wshape
-
-            def ref() -> np.ndarray:
-                return reference.backward_weight(g, batched(dy, unb), batched(x, unb))
-    return OpCall(args.op, pass_, function, call_args, kwargs, g, unb, tuple(result_shape), ref)
+    bias = tensor(bias_shape) if bias_shape else None
+    canonical: dict[str, np.ndarray] = {}
+    if grad is None:  # the forward op of the family: input, weight, bias -> output
+        x, w = tensor(ishape), tensor(wshape)
+        call_args: tuple[Any, ...] = (x, w, bias)
+        result_shape = out_shape
+        canonical = {"x": batched(x), "w": w} if family == "conv" else {"dy": batched(x), "w": w}
+        if bias is not None:
+            canonical["bias"] = bias
+    elif grad == "input":
+        w, dy = tensor(wshape), tensor(out_shape)
+        if family == "conv":  # conv*d_input(input_size, weight, grad_output)
+            call_args, canonical = (ishape, w, dy), {"dy": batched(dy), "w": w}
+        else:  # conv_transpose*d_input(grad_output, weight): a forward convolution of grad_output
+            call_args, canonical = (dy, w), {"x": batched(dy), "w": w}
+        result_shape = ishape
+    else:  # *_weight(input, weight_size, grad_output)
+        x, dy = tensor(ishape), tensor(out_shape)
+        call_args, result_shape = (x, wshape, dy), wshape
+        # for the transposed op the roles swap: its grad_output is the canonical input
+        canonical = {"x": batched(x), "dy": batched(dy)} if family == "conv" else {"x": batched(dy), "dy": batched(x)}
+    return OpCall(args.op, pass_, function, call_args, kwargs, g, unbatched, tuple(result_shape), canonical)
 
 
 # -- subcommands ---------------------------------------------------------------------------------
@@ -364,11 +355,8 @@ def _tolerance(reduction_length: int, dtype: np.dtype) -> float:
 
 
 def cmd_check(args: argparse.Namespace, out: TextIO) -> int:
-    import pyopencl.array as cl_array
-
     import clconv
     from clconv.algorithms import Problem
-    from clconv.planner import plan
 
     rng = np.random.default_rng(args.seed)
     call = build_call(args, lambda shape: rng.standard_normal(shape))
@@ -380,47 +368,85 @@ def cmd_check(args: argparse.Namespace, out: TextIO) -> int:
         names = [args.algorithm]
     queue = clconv.default_queue()
     dtype = np.dtype(args.dtype)
-    expected = call.reference()
+    problem = Problem(call.geometry, call.pass_, dtype.name, bias=bool(args.bias))
+    every_config = args.all_configs and call.geometry.batch > 0  # batch 0 launches nothing
+    expected = call.canonical_reference() if every_config else call.reference()
     scale = max(1.0, float(np.max(np.abs(expected))) if expected.size else 1.0)
     tolerance = args.tolerance if args.tolerance is not None else _tolerance(call.reduction_length, dtype)
-    problem = Problem(call.geometry, call.pass_, dtype.name, bias=bool(args.bias))
     print(f"{args.op}: {call.pass_} pass of {call.geometry.tag()} ({dtype.name}) on {queue.device.name.strip()!r}; "
           f"result {call.result_shape}, tolerance {tolerance:.1e} relative", file=out)
     header = f"{'algorithm':14} {'result':7} {'max abs err':>12} {'rel err':>10}  config / reason"
     print(header, file=out)
     print("-" * len(header), file=out)
-    failures = 0
+    failures = checked = skipped = 0
     for name in names:
         algorithm = _registry()[name]
         declined = algorithm.decline_reason(problem, queue.device)
         if declined is not None:
             print(f"{name:14} {'skip':7} {'':>12} {'':>10}  {declined}", file=out)
+            skipped += 1
             continue
-        result = cl_array.empty(queue, call.result_shape, dtype)
-        result.fill(np.nan)  # poisoned: an element the kernels never write fails the check
-        try:
-            config = plan(problem, queue, name).config
-            clconv_result = call.function(*call.args, **call.kwargs, algorithm=name, out=result)
-            got = clconv_result.get(queue)
-        except Exception as exc:  # a build or launch failure is this algorithm's result, not the CLI's
-            failures += 1
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            print(f"{name:14} {'ERROR':7} {'':>12} {'':>10}  {type(exc).__name__}: {first}", file=out)
-            if args.debug:
-                raise
-            continue
-        finite = bool(np.isfinite(got).all())
-        err = float(np.max(np.abs(got.astype(np.float64) - expected))) if expected.size else 0.0
-        rel = err / scale
-        ok = finite and rel <= tolerance
-        failures += not ok
-        note = _config_text(config)
-        if not finite:
-            note = f"{np.count_nonzero(~np.isfinite(got))} elements unwritten or not finite; {note}"
-        print(f"{name:14} {'pass' if ok else 'FAIL':7} {err:12.3e} {rel:10.2e}  {note}", file=out)
-    checked = len(names)
-    print(f"{checked} algorithm(s): " + ("all passed or skipped" if not failures else f"{failures} failed"), file=out)
+        configs = algorithm.configs(problem, queue.device) if every_config else [None]
+        for config in configs:
+            checked += 1
+            try:
+                if config is None:  # the public op, as a user calls it
+                    got, config = _run_op(call, problem, name, queue, dtype)
+                else:  # one tile configuration, launched directly
+                    got = _run_config(call, problem, algorithm, config, queue, dtype)
+            except Exception as exc:  # a build or launch failure is this algorithm's result, not the CLI's
+                failures += 1
+                text = str(exc).strip()
+                first = text.splitlines()[0] if text else type(exc).__name__
+                print(f"{name:14} {'ERROR':7} {'':>12} {'':>10}  {type(exc).__name__}: {first}", file=out)
+                if args.debug:
+                    raise
+                continue
+            finite = bool(np.isfinite(got).all())
+            err = float(np.max(np.abs(got.astype(np.float64) - expected))) if expected.size else 0.0
+            rel = err / scale
+            ok = finite and rel <= tolerance
+            failures += not ok
+            note = _config_text(config)
+            if not finite:
+                note = f"{np.count_nonzero(~np.isfinite(got))} elements unwritten or not finite; {note}"
+            print(f"{name:14} {'pass' if ok else 'FAIL':7} {err:12.3e} {rel:10.2e}  {note}", file=out)
+    what = "configuration(s)" if every_config else "algorithm(s)"
+    verdict = "all passed" if not failures else f"{failures} failed"
+    print(f"{checked} {what} run, {skipped} algorithm(s) skipped: {verdict}", file=out)
     return FAILURE if failures else 0
+
+
+def _run_op(call: OpCall, problem: Any, name: str, queue: Any, dtype: np.dtype) -> tuple[np.ndarray, dict]:
+    """Run the public op with ``algorithm=name`` into a NaN-poisoned ``out``; also the config it used."""
+    import pyopencl.array as cl_array
+
+    from clconv.planner import plan
+
+    result = cl_array.empty(queue, call.result_shape, dtype)
+    result.fill(np.nan)  # poisoned: an element the kernels never write fails the check
+    config = plan(problem, queue, name).config
+    call.function(*call.args, **call.kwargs, algorithm=name, out=result)
+    return result.get(queue), config
+
+
+def _run_config(call: OpCall, problem: Any, algorithm: Any, config: dict, queue: Any, dtype: np.dtype) -> np.ndarray:
+    """Launch one (algorithm, tile configuration) on the canonical operands; the canonical result."""
+    import pyopencl.array as cl_array
+
+    from clconv.algorithms import Operand
+    from clconv.planner import prepared_runner
+
+    g = call.geometry
+    result_name, shape = {"forward": ("y", g.output_shape), "backward_data": ("dx", g.input_shape),
+                          "backward_weight": ("dw", g.weight_shape)}[call.pass_]
+    arrays = {role: cl_array.to_device(queue, np.ascontiguousarray(a, dtype)) for role, a in call.canonical.items()}
+    arrays[result_name] = cl_array.empty(queue, shape, dtype)
+    arrays[result_name].fill(np.nan)
+    runner = prepared_runner(problem, algorithm, config, queue)
+    events = runner.run(queue, {role: Operand(a.base_data, a.offset // a.dtype.itemsize) for role, a in arrays.items()})
+    events[-1].wait()
+    return arrays[result_name].get(queue)
 
 
 def _registry() -> dict[str, Any]:
@@ -538,6 +564,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_geometry_arguments(check)
     check.add_argument("--algorithm", default=None, help="check only this algorithm")
     check.add_argument("--seed", type=int, default=0, help="random data seed (default 0)")
+    check.add_argument("--all-configs", action="store_true",
+                       help="run every tile configuration of each algorithm, not only the one the planner picks")
     check.add_argument("--tolerance", type=float, default=None,
                        help="max error relative to max(1, max|reference|) (default: grows with the reduction length)")
 

@@ -65,7 +65,24 @@ def test_check_runs_every_algorithm_of_the_pass_against_the_reference():
     assert rows == {"direct": "pass", "im2col": "pass", "gemm1x1": "skip", "implicit_gemm": "pass",
                     "splitk": "skip"}
     assert "backward_weight pass of n2g1c3o4i11k3s1p1d1" in text
-    assert text.splitlines()[-1] == "5 algorithm(s): all passed or skipped"
+    assert text.splitlines()[-1] == "3 algorithm(s) run, 2 algorithm(s) skipped: all passed"
+
+
+def test_check_all_configs_runs_every_tile_configuration():
+    from clconv.algorithms import REGISTRY, Problem
+    from clconv.geometry import resolve_conv
+
+    import clconv
+
+    g = resolve_conv(1, (2, 3, 13), (2, 3, 3), None, 2, 1, 1, 1).geometry
+    configs = REGISTRY["direct"].configs(Problem(g, "forward", "float32"), clconv.default_queue().device)
+    code, text = run_cli("check", "conv1d", "--input", "2,3,13", "--weight", "2,3,3", "--stride", "2", "--padding", "1",
+                         "--algorithm", "direct", "--all-configs")
+    assert code == 0, text
+    rows = [line.split() for line in text.splitlines()[3:-1]]
+    assert [row[:2] for row in rows] == [["direct", "pass"]] * len(configs)
+    assert [row[-1] for row in rows] == [f"wg={c['wg']}" for c in configs]
+    assert text.splitlines()[-1] == f"{len(configs)} configuration(s) run, 0 algorithm(s) skipped: all passed"
 
 
 def _copy_direct_template(folder, replace: tuple[str, str]):
@@ -107,7 +124,7 @@ def test_check_fails_a_broken_template(tmp_path, monkeypatch):
     code, text = run_cli("check", "conv2d", "--input", "1,2,5,6", "--weight", "2,2,2,3", "--algorithm", "direct")
     assert code == 1
     assert text.splitlines()[3].split()[:2] == ["direct", "FAIL"]
-    assert text.splitlines()[-1] == "1 algorithm(s): 1 failed"
+    assert text.splitlines()[-1] == "1 algorithm(s) run, 0 algorithm(s) skipped: 1 failed"
 
 
 def test_usage_errors_are_one_line_with_exit_status_2(capsys):

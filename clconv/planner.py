@@ -15,7 +15,7 @@ import numpy as np
 import pyopencl as cl
 
 from . import tuning
-from .algorithms import REGISTRY, Algorithm, Operand, Problem, Runner, algorithms
+from .algorithms import REGISTRY, Algorithm, LaunchError, Operand, Problem, Runner, algorithms, workspace_limit
 from .builder import BuildError
 
 log = logging.getLogger("clconv.planner")
@@ -32,11 +32,15 @@ def _config_key(config: dict) -> tuple:
 
 
 def prepared_runner(problem: Problem, algorithm: Algorithm, config: dict, queue: cl.CommandQueue) -> Runner:
-    key = (queue.context.int_ptr, queue.device.int_ptr, problem, algorithm.name, _config_key(config))
+    # The workspace limit is in the key: im2col's batch chunking (and so its runner) depends on it.
+    key = (queue.context.int_ptr, queue.device.int_ptr, problem, algorithm.name, _config_key(config),
+           workspace_limit(queue.device))
     with _runners_lock:
         runner = _runners.get(key)
     if runner is None:
         runner = algorithm.prepare(problem, config, queue, queue.device)
+        runner.label = f"{algorithm.name} {problem.pass_} of {problem.geometry.tag()} ({problem.dtype})"
+        runner.check_resources(queue.device)  # LaunchError now, rather than a failed launch later
         with _runners_lock:
             _runners[key] = runner
     return runner
@@ -95,16 +99,23 @@ def plan(problem: Problem, queue: cl.CommandQueue, algorithm: str = "auto") -> R
         chosen = get_algorithm(algorithm, problem.pass_)
         check_serves(chosen, problem, device)
         entry = tuning.lookup(device, f"{problem.key()}@{chosen.name}")
-        config = entry["config"] if entry else chosen.configs(problem, device)[0]
+        configs = chosen.configs(problem, device)
+        config = entry["config"] if entry and entry["config"] in configs else configs[0]
         return prepared_runner(problem, chosen, config, queue)
 
     entry = tuning.lookup(device, problem.key())
     if entry is not None and entry["algorithm"] in REGISTRY:
         chosen = REGISTRY[entry["algorithm"]]
-        if chosen.decline_reason(problem, device) is None:
+        if chosen.decline_reason(problem, device) is not None:
+            log.warning("clconv: remembered choice %s now declines %s; choosing again", chosen.name, problem.key())
+        elif entry["config"] not in chosen.configs(problem, device):
+            # a stale or tampered entry: never build from a configuration the algorithm does not offer
+            log.warning("clconv: remembered config %s of %s is not one it offers for %s; choosing again",
+                        entry["config"], chosen.name, problem.key())
+        else:
             try:
                 return prepared_runner(problem, chosen, entry["config"], queue)
-            except (BuildError, cl.Error) as exc:
+            except (BuildError, LaunchError, cl.Error) as exc:
                 log.warning("clconv: remembered choice %s failed (%s); choosing again", chosen.name, exc)
 
     options = candidates(problem, device)
@@ -137,7 +148,7 @@ def _first_that_builds(problem, queue, options):
     for algorithm, config in options:
         try:
             return prepared_runner(problem, algorithm, config, queue), {}, failures
-        except (BuildError, cl.Error) as exc:
+        except (BuildError, LaunchError, cl.Error) as exc:
             log.warning("clconv: %s failed to build: %s", _label(algorithm, config), exc)
             failures.append(_label(algorithm, config))
     return None, {}, failures
@@ -193,7 +204,7 @@ def _measure(problem, queue, options):
         try:
             runner = prepared_runner(problem, algorithm, config, queue)
             seconds = time_runner(runner, pqueue, operands, TUNE_REPEATS)
-        except (BuildError, cl.Error) as exc:
+        except (BuildError, LaunchError, cl.Error) as exc:
             log.warning("clconv: %s failed: %s", label, exc)
             failures.append(label)
             continue

@@ -44,7 +44,7 @@ def database_path(device: cl.Device) -> Path:
 def _read(path: Path) -> dict:
     try:
         raw = path.read_text()
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # not written yet, or no cache dir can exist there
         return {}
     except OSError as exc:
         log.warning("clconv: cannot read tuning database %s: %s", path, exc)
@@ -55,6 +55,7 @@ def _read(path: Path) -> dict:
             raise ValueError("wrong version or layout")
         return data["entries"]
     except (ValueError, AttributeError) as exc:
+        log.warning("clconv: ignoring corrupt tuning database %s (%s); it will be rewritten", path, exc)
         warnings.warn(f"clconv: ignoring corrupt tuning database {path} ({exc}); it will be rewritten",
                       RuntimeWarning, stacklevel=3)
         return {}
@@ -85,6 +86,8 @@ def lookup(device: cl.Device, problem_key: str) -> dict | None:
     if entry is None and disk_cache_enabled():
         entry = _read(database_path(device)).get(problem_key)
         if entry is not None and not _valid_entry(entry):
+            log.warning("clconv: ignoring malformed tuning entry %r for %s in %s; it will be re-chosen",
+                        entry, problem_key, database_path(device))
             entry = None
         if entry is not None:
             with _lock:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .base import PASSES, Algorithm, Declined, Operand, Problem, Runner, workspace_limit
+from .base import PASSES, Algorithm, Declined, LaunchError, Operand, Problem, Runner, workspace_limit
 from .direct import Direct, bias_gradient_runner
 from .gemm import Gemm1x1, Im2col, ImplicitGemm, SplitK
 
@@ -19,6 +19,6 @@ def algorithms(pass_: str | None = None) -> list[str]:
 
 
 __all__ = [
-    "PASSES", "REGISTRY", "Algorithm", "Declined", "Operand", "Problem", "Runner", "algorithms",
+    "PASSES", "REGISTRY", "Algorithm", "Declined", "LaunchError", "Operand", "Problem", "Runner", "algorithms",
     "bias_gradient_runner", "workspace_limit",
 ]

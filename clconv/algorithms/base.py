@@ -64,6 +64,12 @@ class Declined(ValueError):
     """An algorithm cannot serve a problem."""
 
 
+class LaunchError(RuntimeError):
+    """A prepared kernel cannot run on the device (work-group or local memory beyond its limits,
+    a workspace it cannot allocate, an enqueue the driver refuses); the message names the kernel,
+    the algorithm, the pass and the geometry."""
+
+
 def workspace_limit(device: cl.Device) -> int:
     """Bytes of temporary buffers one call may use (``CLCONV_WORKSPACE_LIMIT`` overrides)."""
     raw = os.environ.get("CLCONV_WORKSPACE_LIMIT")
@@ -127,23 +133,56 @@ class Runner:
     launches: list[Launch]
     workspaces: dict[str, int] = field(default_factory=dict)  # name -> bytes
     sources: list[tuple[str, str]] = field(default_factory=list)  # (template, rendered source)
+    label: str = ""  # "<algorithm> <pass> of <geometry tag>", set by the planner; named in errors
 
     @property
     def workspace_bytes(self) -> int:
         return sum(self.workspaces.values())
 
+    def _fail(self, what: str, launch: "Launch | None", exc: Exception | None = None) -> "LaunchError":
+        name = launch.kernel.function_name if launch is not None and launch.kernel is not None else "-"
+        sizes = f", global {launch.global_size}, local {launch.local_size}" if launch is not None else ""
+        cause = f": {exc}" if exc is not None else ""
+        return LaunchError(f"kernel {name} of {self.label or self.algorithm} (config {self.config}{sizes}) "
+                           f"{what}{cause}")
+
+    def check_resources(self, device: cl.Device) -> None:
+        """Raise :class:`LaunchError` if a launch needs a larger work-group or more local memory
+        than ``device`` (or the compiled kernel) allows: caught before the launch, not by it."""
+        for launch in self.launches:
+            if launch.kernel is None or launch.local_size is None:
+                continue
+            threads = 1
+            for extent in launch.local_size:
+                threads *= extent
+            kernel_limit = launch.kernel.get_work_group_info(cl.kernel_work_group_info.WORK_GROUP_SIZE, device)
+            limit = min(kernel_limit, device.max_work_group_size)
+            if threads > limit:
+                raise self._fail(f"needs a work-group of {threads} work-items, more than {device.name!r} "
+                                 f"allows for it ({limit})", launch)
+            local = launch.kernel.get_work_group_info(cl.kernel_work_group_info.LOCAL_MEM_SIZE, device)
+            if local > device.local_mem_size:
+                raise self._fail(f"needs {local} bytes of local memory, more than {device.name!r} has "
+                                 f"({device.local_mem_size})", launch)
+
     def run(self, queue: cl.CommandQueue, operands: dict[str, Operand], wait_for=None) -> list[cl.Event]:
         """Enqueue every launch; return their events, in order.  Workspaces are released when the
-        buffers' last reference goes (OpenCL keeps them alive until the kernels finish)."""
-        spaces = {
-            name: cl.Buffer(queue.context, cl.mem_flags.READ_WRITE, max(size, 1))
-            for name, size in self.workspaces.items()
-        }
+        buffers' last reference goes (OpenCL keeps them alive until the kernels finish).  A failed
+        allocation or enqueue raises :class:`LaunchError` naming the kernel and the geometry."""
+        spaces = {}
+        for name, size in self.workspaces.items():
+            try:
+                spaces[name] = cl.Buffer(queue.context, cl.mem_flags.READ_WRITE, max(size, 1))
+            except cl.Error as exc:
+                raise self._fail(f"could not allocate its {size}-byte workspace {name!r}", None, exc) from exc
         events = []
         for launch in self.launches:
             args = launch.resolve_args(operands, spaces)
             assert launch.kernel is not None, "a render-only runner (queue=None) cannot run"
-            event = launch.kernel(queue, launch.global_size, launch.local_size, *args, wait_for=wait_for)
+            try:
+                event = launch.kernel(queue, launch.global_size, launch.local_size, *args, wait_for=wait_for)
+            except cl.Error as exc:
+                raise self._fail("failed to launch", launch, exc) from exc
             wait_for = [event]  # also right on an out-of-order queue
             events.append(event)
         return events
@@ -183,7 +222,9 @@ def render_and_build(
     sources.append((template, source))
     if queue is None:
         return None
-    return build_program(queue, source, options="", label=f"{label} [{template}]")
+    geometry = params.get("geom")
+    where = f" for {geometry.tag()}" if isinstance(geometry, ConvGeometry) else ""
+    return build_program(queue, source, options="", label=f"{label} [{template}]{where}")
 
 
 def rounded(n: int, multiple: int) -> int:

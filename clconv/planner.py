@@ -8,6 +8,7 @@ measuring), remembers the winner, and falls back past any candidate that fails t
 from __future__ import annotations
 
 import logging
+import os
 import statistics
 import threading
 
@@ -21,6 +22,7 @@ from .builder import BuildError
 log = logging.getLogger("clconv.planner")
 
 MAX_CONFIGS_PER_ALGORITHM = 3
+MAX_CANDIDATES = 8  # bounds tuning: builds (in parallel) and 1 + TUNE_REPEATS timed runs each
 TUNE_REPEATS = 5
 
 _runners: dict[tuple, Runner] = {}
@@ -67,12 +69,18 @@ def heuristic_order(problem: Problem, device: cl.Device) -> list[str]:
     """Algorithms in the order to try without measuring (best guess first)."""
     g = problem.geometry
     order = []
+    if problem.pass_ == "backward_weight" and not g.is_depthwise:
+        # the weight gradient's GEMM is small (C_out x C_in*taps) with a long contraction: without
+        # a split it runs a handful of work-groups (measured 15x slower on an H200 for a 1x1 layer)
+        order.append("splitk")
     if g.is_pointwise:
         order.append("gemm1x1")
     if g.is_depthwise or g.reduction_length < 8:
         order.append("direct")
-    if problem.pass_ == "backward_weight":
-        order.append("splitk")
+    if problem.pass_ == "backward_data" and max(g.stride) > 1:
+        # the implicit gather reads mostly stride holes; a GEMM into columns and col2im wins (measured
+        # on an H200 and on PoCL: docs/performance.md)
+        order.append("im2col")
     order += ["implicit_gemm", "im2col", "direct"]
     seen: list[str] = []
     for name in order:
@@ -89,11 +97,29 @@ def candidates(problem: Problem, device: cl.Device) -> list[tuple[Algorithm, dic
             continue
         for config in algorithm.configs(problem, device)[:MAX_CONFIGS_PER_ALGORITHM]:
             out.append((algorithm, config))
-    return out
+    return out[:MAX_CANDIDATES]
+
+
+_planned: dict[tuple, Runner] = {}
 
 
 def plan(problem: Problem, queue: cl.CommandQueue, algorithm: str = "auto") -> Runner:
-    """The runner for ``problem``; raises ValueError if a named algorithm declines it."""
+    """The runner for ``problem``; raises ValueError if a named algorithm declines it.
+
+    A repeated call is one dictionary lookup (the host overhead of a cached call): the key holds
+    everything the choice depends on, including the tuning database's generation, which every
+    store and ``tuning.forget_memory()`` bumps."""
+    key = (queue.context.int_ptr, queue.device.int_ptr, problem, algorithm, tuning.generation(),
+           os.environ.get("CLCONV_WORKSPACE_LIMIT"), os.environ.get("CLCONV_TUNE"))
+    runner = _planned.get(key)
+    if runner is None:
+        runner = _plan(problem, queue, algorithm)
+        with _runners_lock:
+            _planned[key] = runner
+    return runner
+
+
+def _plan(problem: Problem, queue: cl.CommandQueue, algorithm: str) -> Runner:
     device = queue.device
     if algorithm != "auto":
         chosen = get_algorithm(algorithm, problem.pass_)
@@ -118,10 +144,18 @@ def plan(problem: Problem, queue: cl.CommandQueue, algorithm: str = "auto") -> R
             except (BuildError, LaunchError, cl.Error) as exc:
                 log.warning("clconv: remembered choice %s failed (%s); choosing again", chosen.name, exc)
 
+    runner, _ = tune(problem, queue, entry)
+    return runner
+
+
+def tune(problem: Problem, queue: cl.CommandQueue, previous: dict | None = None) -> tuple[Runner, dict]:
+    """Choose for ``problem`` now (measuring every candidate unless ``CLCONV_TUNE=0``), store the
+    winner in the tuning database and return ``(runner, database entry)``."""
+    device = queue.device
     options = candidates(problem, device)
     if not options:
         raise ValueError(f"no algorithm serves the {problem.pass_} pass of {problem.geometry.tag()}")
-    failed: list[str] = list(entry.get("failed", [])) if entry else []
+    failed: list[str] = list(previous.get("failed", [])) if previous else []
     options = [(a, c) for a, c in options if _label(a, c) not in failed] or options
     if tuning.tuning_enabled():
         runner, timings, new_failures = _measure(problem, queue, options)
@@ -132,11 +166,12 @@ def plan(problem: Problem, queue: cl.CommandQueue, algorithm: str = "auto") -> R
         raise RuntimeError(
             f"every algorithm failed for the {problem.pass_} pass of {problem.geometry.tag()}: tried {failed}"
         )
-    tuning.store(device, problem.key(), {
+    entry = {
         "algorithm": runner.algorithm, "config": runner.config, "measured": tuning.tuning_enabled(),
         "times_ms": timings, "failed": failed,
-    })
-    return runner
+    }
+    tuning.store(device, problem.key(), entry)
+    return runner, entry
 
 
 def _label(algorithm: Algorithm, config: dict) -> str:
@@ -195,7 +230,26 @@ def time_runner(runner: Runner, queue: cl.CommandQueue, operands: dict[str, Oper
     return statistics.median(times)
 
 
+def _prebuild(problem, queue, options) -> None:
+    """Render and build every candidate at once on a few threads (OpenCL compilers release the
+    GIL; on a GPU this is most of the tuning time).  Failures surface again, per candidate, when
+    ``_measure`` prepares them."""
+    if len(options) < 2:
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    def build(option):
+        try:
+            prepared_runner(problem, option[0], option[1], queue)
+        except Exception:  # noqa: BLE001 - reported by _measure
+            pass
+
+    with ThreadPoolExecutor(max_workers=min(len(options), 8)) as pool:
+        list(pool.map(build, options))
+
+
 def _measure(problem, queue, options):
+    _prebuild(problem, queue, options)
     pqueue = profiling_queue(queue)
     operands = random_operands(problem, pqueue)
     best, best_time, timings, failures = None, float("inf"), {}, []

@@ -26,6 +26,11 @@ log = logging.getLogger("clconv.tuning")
 TUNING_FORMAT_VERSION = 1
 _memory: dict[tuple[str, str], dict] = {}
 _lock = threading.Lock()
+_generation = 0  # bumped by every store and forget: the planner's memo of choices keys on it
+
+
+def generation() -> int:
+    return _generation
 
 
 def tuning_enabled() -> bool:
@@ -100,9 +105,11 @@ def _valid_entry(entry) -> bool:
 
 
 def store(device: cl.Device, problem_key: str, entry: dict) -> None:
+    global _generation
     dkey = device_key(device)
     with _lock:
         _memory[(dkey, problem_key)] = entry
+        _generation += 1
     if not disk_cache_enabled():
         return
     path = database_path(device)
@@ -114,5 +121,7 @@ def store(device: cl.Device, problem_key: str, entry: dict) -> None:
 
 def forget_memory() -> None:
     """Drop the in-process copy (tests use this to see what a new process would see)."""
+    global _generation
     with _lock:
         _memory.clear()
+        _generation += 1

@@ -1,14 +1,20 @@
 ## Tiled GEMM C = A x B per group (and per split-K piece), with pluggable operand views.
 ##
-## One work-group computes a TM x TN tile of C; each work-item a WM x WN block of it, its rows and
-## columns strided by the work-group's extent so that neighbouring work-items read neighbouring
-## local-memory words (no bank conflicts) and write neighbouring global addresses (coalesced).
-## The contraction is staged through local memory TK at a time.  The operand views decide what
-## A, B and C are (implicit im2col, explicit column buffer, gather for the data gradient, ...).
+## One work-group computes a TM x TN tile of C; each work-item a WM x WN block of it, made of
+## (WM/VW) x (WN/VW) sub-blocks of VW x VW, the sub-blocks strided by the work-group's extent so
+## that neighbouring work-items read neighbouring local-memory vectors (no bank conflicts, 16-byte
+## local loads when VW = 4) and write neighbouring global addresses.  The contraction is staged
+## through local memory TK at a time; the next step's global loads are issued into registers before
+## the current step's arithmetic (software pipelining: their latency hides behind the FMAs).  Every
+## load loop has a constant trip count, so the compiler unrolls it and hoists the loop-invariant
+## part of each operand view's index decoding (the output-pixel split of an implicit im2col) out
+## of the K loop.  Bounds checks on M, N and K are only emitted where the tile does not divide the
+## matrix.  The operand views decide what A, B and C are (operands.mako).
 ##
-## Parameters (all baked in): geom, real, index, M, N, K, TM, TN, TK, WM, WN, KSPLIT (contraction
-## length of one split piece; K when unsplit), a_view/b_view/c_view and their dicts a/b/c,
-## a_kfast/b_nfast (which index of the operand is contiguous in memory, for coalesced tile loads).
+## Parameters (all baked in): geom, real, index, M, N, K, TM, TN, TK, WM, WN, VW (vector width of
+## the register blocks: 1, 2 or 4, dividing WM and WN), KSPLIT (contraction length of
+## one split piece; K when unsplit), a_view/b_view/c_view and their dicts a/b/c, a_kfast/b_nfast
+## (which index of the operand is contiguous in memory, for coalesced tile loads).
 <%namespace name="prelude" file="prelude.mako"/>
 <%namespace name="views" file="operands.mako"/>
 ${prelude.header(geom, real, index)}
@@ -16,7 +22,21 @@ ${prelude.header(geom, real, index)}
     RTM = TM // WM   # work-items along m
     RTN = TN // WN   # work-items along n
     THREADS = RTM * RTN
-    SPLITS = (K + KSPLIT - 1) // KSPLIT
+    A_LOADS = -(-(TM * TK) // THREADS)
+    B_LOADS = -(-(TN * TK) // THREADS)
+    A_EXACT = (TM * TK) % THREADS == 0
+    B_EXACT = (TN * TK) % THREADS == 0
+    CHECK_M = M % TM != 0
+    CHECK_N = N % TN != 0
+    CHECK_K = (K % TK != 0) or (KSPLIT % TK != 0)
+    PAD = 1 if VW == 1 else VW   # keeps rows VW-aligned for vector loads; spreads k-fast stores over banks
+    A_STRIDE = TM + PAD
+    B_STRIDE = TN + PAD
+    vec = real if VW == 1 else f"{real}{VW}"
+    itemsize = 8 if real == "double" else 4
+    comps = "0123456789abcdef"
+    P = dict(TM=TM, TN=TN, TK=TK, THREADS=THREADS, A_LOADS=A_LOADS, B_LOADS=B_LOADS, A_EXACT=A_EXACT,
+             B_EXACT=B_EXACT, CHECK_M=CHECK_M, CHECK_N=CHECK_N, CHECK_K=CHECK_K, a_kfast=a_kfast, b_nfast=b_nfast)
 %>
 ${getattr(views, a_view)(a)}
 ${getattr(views, b_view)(b)}
@@ -25,6 +45,51 @@ ${getattr(views, c_view)(c)}
 #define CLC_M ((clc_idx)${M})
 #define CLC_NN ((clc_idx)${N})
 #define CLC_K ((clc_idx)${K})
+<%def name="fetch(kstart, P)">
+        /* global -> registers: A ${P["TM"]}x${P["TK"]} and B ${P["TK"]}x${P["TN"]} tiles starting at k = ${kstart} */
+        #pragma unroll
+        for (int i = 0; i < ${P["A_LOADS"]}; ++i) {
+            const int t = lid + i * ${P["THREADS"]};
+% if P["a_kfast"]:
+            const int kk = t % ${P["TK"]}, mm = t / ${P["TK"]};
+% else:
+            const int mm = t % ${P["TM"]}, kk = t / ${P["TM"]};
+% endif
+            const clc_idx m = m0 + mm, k = ${kstart} + kk;
+<%
+    conds = []
+    if not P["A_EXACT"]: conds.append("t < %d" % (P["TM"] * P["TK"]))
+    if P["CHECK_M"]: conds.append("m < CLC_M")
+    if P["CHECK_K"]: conds.append("k < k_end")
+%>
+% if conds:
+            a_next[i] = (${" && ".join(conds)}) ? clc_load_a(a, g, m, k, chunk) : (clc_real)0;
+% else:
+            a_next[i] = clc_load_a(a, g, m, k, chunk);
+% endif
+        }
+        #pragma unroll
+        for (int i = 0; i < ${P["B_LOADS"]}; ++i) {
+            const int t = lid + i * ${P["THREADS"]};
+% if P["b_nfast"]:
+            const int nn = t % ${P["TN"]}, kk = t / ${P["TN"]};
+% else:
+            const int kk = t % ${P["TK"]}, nn = t / ${P["TK"]};
+% endif
+            const clc_idx n = n0 + nn, k = ${kstart} + kk;
+<%
+    conds = []
+    if not P["B_EXACT"]: conds.append("t < %d" % (P["TN"] * P["TK"]))
+    if P["CHECK_N"]: conds.append("n < CLC_NN")
+    if P["CHECK_K"]: conds.append("k < k_end")
+%>
+% if conds:
+            b_next[i] = (${" && ".join(conds)}) ? clc_load_b(b, g, k, n, chunk) : (clc_real)0;
+% else:
+            b_next[i] = clc_load_b(b, g, k, n, chunk);
+% endif
+        }
+</%def>
 
 __kernel __attribute__((reqd_work_group_size(${RTN}, ${RTM}, 1)))
 void clc_gemm(__global const clc_real* restrict a_base, const long a_off,
@@ -47,53 +112,104 @@ void clc_gemm(__global const clc_real* restrict a_base, const long a_off,
     const clc_idx k_begin = split * ${KSPLIT};
     const clc_idx k_end = min(k_begin + ${KSPLIT}, CLC_K);
 
-    /* +1 column: the A tile is written k-fast, which would otherwise hit one bank per row. */
-    __local clc_real a_tile[${TK}][${TM} + 1];
-    __local clc_real b_tile[${TK}][${TN} + 1];
+    /* Rows padded by ${PAD}: the k-fast tile stores would otherwise hit one bank per row, and
+       vector loads need rows that keep ${VW}-element alignment. */
+    __local clc_real a_tile[${TK} * ${A_STRIDE}] __attribute__((aligned(${itemsize * VW})));
+    __local clc_real b_tile[${TK} * ${B_STRIDE}] __attribute__((aligned(${itemsize * VW})));
 
     clc_real acc[${WM}][${WN}];
+    #pragma unroll
     for (int i = 0; i < ${WM}; ++i)
+        #pragma unroll
         for (int j = 0; j < ${WN}; ++j)
             acc[i][j] = (clc_real)0;
 
+    clc_real a_next[${A_LOADS}], b_next[${B_LOADS}];
+${fetch("k_begin", P)}
     for (clc_idx k0 = k_begin; k0 < k_end; k0 += ${TK}) {
-        for (int t = lid; t < ${TM * TK}; t += ${THREADS}) {
+        /* registers -> local memory */
+        #pragma unroll
+        for (int i = 0; i < ${A_LOADS}; ++i) {
+            const int t = lid + i * ${THREADS};
 % if a_kfast:
             const int kk = t % ${TK}, mm = t / ${TK};
 % else:
             const int mm = t % ${TM}, kk = t / ${TM};
 % endif
-            const clc_idx m = m0 + mm, k = k0 + kk;
-            a_tile[kk][mm] = (m < CLC_M && k < k_end) ? clc_load_a(a, g, m, k, chunk) : (clc_real)0;
+% if A_EXACT:
+            a_tile[kk * ${A_STRIDE} + mm] = a_next[i];
+% else:
+            if (t < ${TM * TK}) a_tile[kk * ${A_STRIDE} + mm] = a_next[i];
+% endif
         }
-        for (int t = lid; t < ${TN * TK}; t += ${THREADS}) {
+        #pragma unroll
+        for (int i = 0; i < ${B_LOADS}; ++i) {
+            const int t = lid + i * ${THREADS};
 % if b_nfast:
             const int nn = t % ${TN}, kk = t / ${TN};
 % else:
             const int kk = t % ${TK}, nn = t / ${TK};
 % endif
-            const clc_idx n = n0 + nn, k = k0 + kk;
-            b_tile[kk][nn] = (n < CLC_NN && k < k_end) ? clc_load_b(b, g, k, n, chunk) : (clc_real)0;
+% if B_EXACT:
+            b_tile[kk * ${B_STRIDE} + nn] = b_next[i];
+% else:
+            if (t < ${TN * TK}) b_tile[kk * ${B_STRIDE} + nn] = b_next[i];
+% endif
         }
         barrier(CLK_LOCAL_MEM_FENCE);
+        if (k0 + ${TK} < k_end) {
+${fetch("(k0 + " + str(TK) + ")", P)}
+        }
         #pragma unroll
         for (int kk = 0; kk < ${TK}; ++kk) {
             clc_real a_reg[${WM}], b_reg[${WN}];
-            for (int i = 0; i < ${WM}; ++i) a_reg[i] = a_tile[kk][ty + i * ${RTM}];
-            for (int j = 0; j < ${WN}; ++j) b_reg[j] = b_tile[kk][tx + j * ${RTN}];
+% for i in range(WM // VW):
+% if VW == 1:
+            a_reg[${i}] = a_tile[kk * ${A_STRIDE} + ty + ${i * RTM}];
+% else:
+            {
+                const ${vec} v = *((__local const ${vec}*)(a_tile + kk * ${A_STRIDE}) + ty + ${i * RTM});
+% for v in range(VW):
+                a_reg[${i * VW + v}] = v.s${comps[v]};
+% endfor
+            }
+% endif
+% endfor
+% for j in range(WN // VW):
+% if VW == 1:
+            b_reg[${j}] = b_tile[kk * ${B_STRIDE} + tx + ${j * RTN}];
+% else:
+            {
+                const ${vec} v = *((__local const ${vec}*)(b_tile + kk * ${B_STRIDE}) + tx + ${j * RTN});
+% for v in range(VW):
+                b_reg[${j * VW + v}] = v.s${comps[v]};
+% endfor
+            }
+% endif
+% endfor
+            #pragma unroll
             for (int i = 0; i < ${WM}; ++i)
+                #pragma unroll
                 for (int j = 0; j < ${WN}; ++j)
                     acc[i][j] = fma(a_reg[i], b_reg[j], acc[i][j]);
         }
         barrier(CLK_LOCAL_MEM_FENCE);
     }
 
+    /* register block (i, j) holds row m0 + (i / VW * RTM + ty) * VW + i % VW, likewise for columns */
+    #pragma unroll
     for (int i = 0; i < ${WM}; ++i) {
-        const clc_idx m = m0 + ty + i * ${RTM};
+        const clc_idx m = m0 + (i / ${VW} * ${RTM} + ty) * ${VW} + i % ${VW};
+% if CHECK_M:
         if (m >= CLC_M) continue;
+% endif
+        #pragma unroll
         for (int j = 0; j < ${WN}; ++j) {
-            const clc_idx n = n0 + tx + j * ${RTN};
-            if (n < CLC_NN) clc_store_c(c, bias, g, split, m, n, acc[i][j], chunk);
+            const clc_idx n = n0 + (j / ${VW} * ${RTN} + tx) * ${VW} + j % ${VW};
+% if CHECK_N:
+            if (n < CLC_NN)
+% endif
+            clc_store_c(c, bias, g, split, m, n, acc[i][j], chunk);
         }
     }
 }

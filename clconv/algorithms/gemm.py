@@ -26,44 +26,55 @@ from .base import Algorithm, Arg, Launch, Problem, Runner, render_and_build, rou
 
 # -- tile configurations ---------------------------------------------------------------------------
 
-# (TM, TN, TK, WM, WN): work-group tile M x N, contraction step TK, per-work-item block WM x WN.
+# (TM, TN, TK, WM, WN, VW): work-group tile M x N, contraction step TK, per-work-item block WM x WN
+# made of VW x VW sub-blocks read from local memory as VW-wide vectors (see templates/gemm.mako).
+TILE_KEYS = ("TM", "TN", "TK", "WM", "WN", "VW")
 GPU_TILES = [
-    (64, 64, 16, 4, 4),
-    (128, 128, 16, 8, 8),
-    (128, 64, 16, 8, 4),
-    (64, 128, 16, 4, 8),
-    (32, 64, 16, 2, 4),
-    (32, 32, 16, 2, 2),
+    (128, 128, 16, 8, 8, 4),
+    (128, 64, 16, 8, 4, 4),
+    (64, 128, 16, 4, 8, 4),
+    (64, 64, 16, 4, 4, 4),
+    (32, 64, 16, 2, 4, 2),
+    (32, 32, 16, 4, 4, 4),
 ]
 CPU_TILES = [
-    (32, 64, 16, 4, 8),
-    (64, 64, 16, 8, 8),
-    (32, 32, 16, 4, 4),
-    (16, 64, 16, 2, 8),
+    (32, 64, 16, 4, 8, 1),
+    (64, 64, 16, 8, 8, 1),
+    (32, 32, 16, 4, 4, 1),
+    (16, 64, 16, 2, 8, 1),
 ]
 
 
 def _tile_fits(tile, device: cl.Device, itemsize: int) -> bool:
-    tm, tn, tk, wm, wn = tile
+    tm, tn, tk, wm, wn, vw = tile
     threads = (tm // wm) * (tn // wn)
-    local_bytes = tk * ((tm + 1) + (tn + 1)) * itemsize
+    pad = 1 if vw == 1 else vw
+    local_bytes = tk * ((tm + pad) + (tn + pad)) * itemsize
     return threads <= device.max_work_group_size and local_bytes <= device.local_mem_size
 
 
-def gemm_tiles(m: int, n: int, device: cl.Device, itemsize: int, limit: int = 4) -> list[dict]:
-    """Tiles that fit the device, those that waste least on the matrix edges first."""
+def gemm_tiles(m: int, n: int, device: cl.Device, itemsize: int, limit: int = 4, groups: int = 1) -> list[dict]:
+    """Tiles that fit the device, best guess first: least work wasted on the matrix edges, enough
+    work-groups to fill every compute unit (on a GPU), then the largest tile (most reuse)."""
     gpu = bool(device.type & cl.device_type.GPU)
     tiles = [t for t in (GPU_TILES if gpu else CPU_TILES) if _tile_fits(t, device, itemsize)]
     if not tiles:  # a tiny device: one work-item per output, still tiled through local memory
-        tiles = [(8, 8, 8, 1, 1)]
+        tiles = [(8, 8, 8, 1, 1, 1)]
+    units = max(1, device.max_compute_units)
 
-    def waste(tile) -> float:
+    def cost(tile) -> float:
         tm, tn = tile[0], tile[1]
         padded = rounded(m, tm) * rounded(n, tn)
-        return padded / (m * n) - 0.0001 * tm * tn  # ties go to the larger (more reuse) tile
+        waste = padded / (m * n)
+        if gpu:
+            # fewer work-groups than compute units leaves the rest idle; a last partial wave costs too
+            count = -(-m // tm) * -(-n // tn) * groups
+            waves = -(-count // units)
+            waste *= waves * units / count if count < 4 * units else 1.0
+        return waste - 0.00001 * tm * tn  # near-ties go to the larger (more reuse) tile
 
-    tiles.sort(key=waste)
-    return [dict(zip(("TM", "TN", "TK", "WM", "WN"), t)) for t in tiles[:limit]]
+    tiles.sort(key=cost)
+    return [dict(zip(TILE_KEYS, t)) for t in tiles[:limit]]
 
 
 @dataclass(frozen=True)
@@ -121,7 +132,8 @@ def gemm_launch(queue, sources, problem, shape: GemmShape, tile: dict, index: st
 
 
 def _tile_config(config: dict) -> dict:
-    return {k: config[k] for k in ("TM", "TN", "TK", "WM", "WN")}
+    """The GEMM template's tile parameters from a config (VW defaults to 1: scalar local loads)."""
+    return {k: config.get(k, 1) for k in TILE_KEYS}
 
 
 # -- the GEMM shapes of each pass ---------------------------------------------------------------
@@ -192,7 +204,7 @@ class ImplicitGemm(Algorithm):
 
     def configs(self, problem, device):
         shape = self._shape(problem)
-        return gemm_tiles(shape.M, shape.N, device, problem.itemsize)
+        return gemm_tiles(shape.M, shape.N, device, problem.itemsize, groups=problem.geometry.groups)
 
     def prepare(self, problem, config, queue, device):
         shape = self._shape(problem)
@@ -258,10 +270,13 @@ class SplitK(Algorithm):
 
     def configs(self, problem, device):
         shape = weight_shape(problem.geometry, "b_input_unfold_t")
+        # The split supplies the parallelism, so rank tiles by edge waste and reuse alone (a huge
+        # group count switches off gemm_tiles' fill-the-device term); then the best split per tile.
         out = []
-        for tile in gemm_tiles(shape.M, shape.N, device, problem.itemsize):
-            for splits in self.splits_for(problem, device, tile)[:2]:
-                out.append({**tile, "splits": splits})
+        for tile in gemm_tiles(shape.M, shape.N, device, problem.itemsize, groups=1 << 20):
+            splits = self.splits_for(problem, device, tile)
+            if splits:
+                out.append({**tile, "splits": splits[0]})
         return out
 
     def prepare(self, problem, config, queue, device):
@@ -317,7 +332,7 @@ class Im2col(Algorithm):
 
     def configs(self, problem, device):
         shape = self._shape(problem, self.chunk_batch(problem, device) or 1)
-        return gemm_tiles(shape.M, shape.N, device, problem.itemsize)
+        return gemm_tiles(shape.M, shape.N, device, problem.itemsize, groups=problem.geometry.groups)
 
     def prepare(self, problem, config, queue, device):
         g = problem.geometry

@@ -1,0 +1,182 @@
+"""The performance work's kernels and choices: every GEMM tile variant (vector widths 1/2/4, tiles that
+do and do not divide the matrices, load loops whose trip count does not divide the tile) on every
+pass, against the float64 reference; the tile heuristic; bounded tuning; the bench/tune commands."""
+
+from __future__ import annotations
+
+import json
+import types
+
+import numpy as np
+import pyopencl as cl
+import pytest
+
+from clconv import reference, tuning
+from clconv.algorithms import REGISTRY, Operand, Problem
+from clconv.algorithms.gemm import GPU_TILES, TILE_KEYS, _tile_config, gemm_tiles
+from clconv.shapes import parse_descriptor
+
+from helpers import assert_matches, random
+
+# Odd sizes everywhere so that M, N and K all leave tile remainders; a grouped, strided, dilated
+# case; a transposed-conv case (its forward is the canonical data gradient); an exactly tiled 1x1.
+GEOMETRIES = {
+    "k3p1-odd": "mb2ic5ih9oc7oh9kh3ph1",
+    "g2k3s2d2": "mb2g2ic8ih10oc12oh4kh3sh2ph1dh1",
+    "deconv-k4s2": "mb2ic6ih5oc4oh10kh4sh2ph1",
+}
+EXACT_1X1 = "mb2ic16ih8oc32oh8kh1ph0"  # M=32, N=128, K=16: divides TM=32, TN=64, TK=16 (no bounds checks)
+
+TILES = {
+    # TM, TN, TK, WM, WN, VW
+    "vw4-uneven-loads": (24, 32, 8, 4, 4, 4),  # 48 work-items: the B tile's 256 loads do not divide
+    "vw2": (32, 64, 16, 2, 4, 2),
+    "vw1": (16, 16, 8, 2, 2, 1),
+}
+PASSES = ("forward", "backward_data", "backward_weight")
+OPERANDS = {"forward": ("x", "w", "y"), "backward_data": ("dy", "w", "dx"), "backward_weight": ("x", "dy", "dw")}
+
+
+def _run(queue, problem, algorithm, config, rng):
+    """Run one (algorithm, config) on fresh random data into a NaN-poisoned output; compare."""
+    g = problem.geometry
+    host = {"x": random(rng, g.input_shape), "w": random(rng, g.weight_shape), "dy": random(rng, g.output_shape)}
+    a_name, b_name, out_name = OPERANDS[problem.pass_]
+    shape = {"y": g.output_shape, "dx": g.input_shape, "dw": g.weight_shape}[out_name]
+    runner = algorithm.prepare(problem, config, queue, queue.device)
+    mf = cl.mem_flags
+    out = np.full(shape, np.nan, np.float32)
+    bufs = {name: cl.Buffer(queue.context, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=host[name]) for name in (a_name, b_name)}
+    bufs[out_name] = cl.Buffer(queue.context, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=out)
+    cl.wait_for_events(runner.run(queue, {k: Operand(v) for k, v in bufs.items()}))
+    cl.enqueue_copy(queue, out, bufs[out_name])
+    queue.finish()
+    ref = reference.run_pass(problem.pass_, g, host[a_name], host[b_name])
+    length = g.reduction_length if problem.pass_ != "backward_weight" else g.batch * g.out_pixels
+    if problem.pass_ == "backward_data":
+        length = g.cout_per_group * g.kernel_volume
+    assert_matches(out, ref, length)
+
+
+def _config(tile):
+    return dict(zip(TILE_KEYS, tile))
+
+
+@pytest.mark.parametrize("tile", list(TILES), ids=list(TILES))
+@pytest.mark.parametrize("pass_", PASSES)
+@pytest.mark.parametrize("geometry", list(GEOMETRIES), ids=list(GEOMETRIES))
+def test_implicit_gemm_tiles_match_reference(queue, rng, geometry, pass_, tile):
+    if tile == "vw1" and geometry != "k3p1-odd":
+        pytest.skip("the scalar path is covered once; builds are slow on PoCL")
+    g = parse_descriptor(GEOMETRIES[geometry]).geometry
+    _run(queue, Problem(g, pass_, "float32"), REGISTRY["implicit_gemm"], _config(TILES[tile]), rng)
+
+
+@pytest.mark.parametrize("pass_", PASSES)
+def test_exactly_tiled_1x1_without_bounds_checks(queue, rng, pass_):
+    g = parse_descriptor(EXACT_1X1).geometry
+    config = _config((32, 64, 16, 4, 8, 4))
+    problem = Problem(g, pass_, "float32")
+    _run(queue, problem, REGISTRY["gemm1x1"], config, rng)
+
+
+@pytest.mark.parametrize("pass_", PASSES)
+def test_im2col_with_vector_tiles(queue, rng, pass_):
+    g = parse_descriptor(GEOMETRIES["k3p1-odd"]).geometry
+    _run(queue, Problem(g, pass_, "float32"), REGISTRY["im2col"], _config(TILES["vw4-uneven-loads"]), rng)
+
+
+def test_splitk_with_vector_tiles(queue, rng):
+    g = parse_descriptor("mb4ic6ih16oc10oh16kh3ph1").geometry  # contraction 1024: 4 pieces of 256
+    problem = Problem(g, "backward_weight", "float32")
+    config = {**_config(TILES["vw4-uneven-loads"]), "splits": 4}
+    _run(queue, problem, REGISTRY["splitk"], config, rng)
+
+
+def test_old_tuning_entries_without_vector_width_still_run():
+    old = {"TM": 64, "TN": 64, "TK": 16, "WM": 4, "WN": 4}
+    assert _tile_config(old) == {**old, "VW": 1}
+
+
+# -- the tile heuristic --------------------------------------------------------------------------------
+
+
+def _fake_gpu(units=132):
+    return types.SimpleNamespace(type=cl.device_type.GPU, max_compute_units=units, max_work_group_size=1024,
+                                 local_mem_size=48 * 1024)
+
+
+def test_gpu_tiles_fill_the_compute_units():
+    # 7x7x512 3x3 layer at batch 32: M=512, N=1568. 128x128 tiles give 52 work-groups for 132 units.
+    first = gemm_tiles(512, 1568, _fake_gpu(), 4)[0]
+    count = -(-512 // first["TM"]) * -(-1568 // first["TN"])
+    assert count >= 132, first
+    # a big GEMM keeps the biggest tile
+    assert (gemm_tiles(4096, 100352, _fake_gpu(), 4)[0]["TM"], gemm_tiles(4096, 100352, _fake_gpu(), 4)[0]["TN"]) == (128, 128)
+
+
+def test_gpu_tiles_are_valid_templates():
+    for tm, tn, tk, wm, wn, vw in GPU_TILES:
+        assert tm % wm == 0 and tn % wn == 0 and wm % vw == 0 and wn % vw == 0
+        assert vw in (1, 2, 4)
+
+
+def test_candidate_set_is_bounded(queue):
+    from clconv.planner import candidates
+
+    for desc in ("mb32ic64ih56oc64oh56kh3ph1", "mb32ic256ih56oc64oh56kh1ph0", "mb32g144ic144ih56oc144oh56kh3ph1"):
+        g = parse_descriptor(desc).geometry
+        for pass_ in PASSES:
+            options = candidates(Problem(g, pass_, "float32"), queue.device)
+            assert 1 <= len(options) <= 10, (desc, pass_, len(options))
+
+
+def test_heuristic_picks(queue):
+    from clconv.planner import candidates
+
+    def first(desc, pass_):
+        return candidates(Problem(parse_descriptor(desc).geometry, pass_, "float32"), queue.device)[0][0].name
+
+    assert first("mb32ic256ih56oc64oh56kh1ph0", "forward") == "gemm1x1"
+    assert first("mb32g144ic144ih56oc144oh56kh3ph1", "forward") == "direct"
+    assert first("mb32ic64ih56oc64oh56kh3ph1", "forward") in ("implicit_gemm", "im2col")
+
+
+# -- bench and tune commands ---------------------------------------------------------------------------
+
+
+def test_bench_checks_and_writes_outputs(tmp_path, capsys):
+    from clconv.bench import main
+
+    out = tmp_path / "b.json"
+    csv_path = tmp_path / "b.csv"
+    rc = main(["mb2ic3ih6oc4oh6kh3ph1", "--passes", "forward", "--check", "--no-torch", "--repeats", "2",
+               "--quiet", "--json", str(out), "--csv", str(csv_path)])
+    assert rc == 0
+    data = json.loads(out.read_text())
+    (row,) = data["rows"]
+    assert row["pass_"] == "forward" and row["ms"] > 0 and row["error"] < 1e-5
+    assert np.isfinite(row["numpy_ms"])  # CPU device: the NumPy baseline is timed
+    assert csv_path.read_text().count("\n") == 2
+    assert "GFLOP/s" in capsys.readouterr().out
+
+
+def test_tune_measures_and_stores(tmp_path, monkeypatch, capsys, queue):
+    from clconv.bench import tune_main
+
+    from clconv import planner
+
+    monkeypatch.setenv("CLCONV_TUNE", "1")
+    monkeypatch.setattr(planner, "MAX_CANDIDATES", 2)  # two builds: PoCL builds are slow
+    desc = "mb1ic4ih5oc3oh5kh1ph0"
+    out = tmp_path / "t.json"
+    assert tune_main([desc, "--passes", "backward_data", "--quiet", "--json", str(out)]) == 0
+    data = json.loads(out.read_text())
+    (done,) = data["tuned"]
+    assert done["times_ms"] and done["algorithm"] in REGISTRY
+    g = parse_descriptor(desc).geometry
+    entry = tuning.lookup(queue.device, Problem(g, "backward_data", "float32").key())
+    assert entry["measured"] and entry["algorithm"] == done["algorithm"]
+    # a second run finds it tuned and measures nothing
+    assert tune_main([desc, "--passes", "backward_data", "--quiet"]) == 0
+    assert "1 already tuned" in capsys.readouterr().out

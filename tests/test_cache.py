@@ -160,37 +160,41 @@ def test_cache_key_covers_source_options_and_device(queue):
 def test_disk_hit_in_a_fresh_process(tmp_path):
     cache = tmp_path / "cache"
     first = run_child(cache, "im2col")
-    assert first["stats"]["source_builds"] == 2  # the im2col kernel and the GEMM
-    assert first["stats"]["disk_hits"] == 0
-    assert len(entries(cache)) == 2
+    programs = first["stats"]["source_builds"]  # the im2col kernel and the GEMM
+    assert programs >= 2 and first["stats"]["disk_hits"] == 0
+    assert len(entries(cache)) == programs
     assert not list(cache.rglob(".tmp-*")), "a temporary file was left behind"
 
     second = run_child(cache, "im2col", forbid_source_build=True)
     assert second["stats"]["source_builds"] == 0
-    assert second["stats"]["disk_hits"] == 2
+    assert second["stats"]["disk_hits"] == programs
     assert second["stats"]["corrupt_entries"] == 0 and not second["warnings"]
 
     off = run_child(cache, "im2col", extra_env={"CLCONV_NO_CACHE": "1"})
-    assert off["stats"]["disk_hits"] == 0 and off["stats"]["source_builds"] == 2
+    assert off["stats"]["disk_hits"] == 0 and off["stats"]["source_builds"] == programs
 
 
 def test_corrupt_entries_are_rebuilt_with_a_warning(tmp_path):
     cache = tmp_path / "cache"
     run_child(cache, "im2col")
-    truncated, flipped = entries(cache)
-    truncated.write_bytes(truncated.read_bytes()[:100])
-    blob = bytearray(flipped.read_bytes())
-    blob[-10] ^= 0xFF  # a payload byte: the length still matches, the checksum does not
-    flipped.write_bytes(bytes(blob))
+    paths = entries(cache)
+    assert len(paths) >= 2
+    for i, path in enumerate(paths):
+        blob = bytearray(path.read_bytes())
+        if i % 2:
+            blob[-10] ^= 0xFF  # a payload byte: the length still matches, the checksum does not
+        else:
+            del blob[100:]  # truncated, as by a crash mid-write without the atomic rename
+        path.write_bytes(bytes(blob))
 
     result = run_child(cache, "im2col")
-    assert result["stats"]["corrupt_entries"] == 2
-    assert result["stats"]["source_builds"] == 2 and result["stats"]["disk_hits"] == 0
+    assert result["stats"]["corrupt_entries"] == len(paths)
+    assert result["stats"]["source_builds"] == len(paths) and result["stats"]["disk_hits"] == 0
     discarded = [m for m in result["warnings"] if "discarded a bad program cache entry" in m]
-    assert len(discarded) == 2, result["warnings"]
-    # both entries were written again, whole
-    assert entries(cache) == [truncated, flipped]
-    for path in (truncated, flipped):
+    assert len(discarded) == len(paths), result["warnings"]
+    # every entry was written again, whole
+    assert entries(cache) == paths
+    for path in paths:
         assert builder._unpack(path.read_bytes()) is not None
 
 

@@ -18,6 +18,9 @@ import pytest
 import clconv
 
 EPS = 1e-3
+# The direct kernels: the point here is each op's backward against its own forward, and they build
+# fastest; every algorithm is compared with the references in test_backward.py / test_transposed.py.
+ALGORITHM = "direct"
 
 
 @pytest.fixture(autouse=True)
@@ -44,13 +47,13 @@ def _grads(name, x, w, r, kwargs):
     transposed = name.startswith("conv_transpose")
     ndim = x.ndim - 2
     full = {**dict(stride=1, padding=0, dilation=1, groups=1), **kwargs}
-    gx, gw, gb = clconv.convolution_backward(r, x, w, transposed=transposed, **full)
+    gx, gw, gb = clconv.convolution_backward(r, x, w, transposed=transposed, **full, algorithm=ALGORITHM)
     if transposed:
-        gx2 = getattr(clconv, f"conv_transpose{ndim}d_input")(r, w, **kwargs)
-        gw2 = getattr(clconv, f"conv_transpose{ndim}d_weight")(x, w.shape, r, **kwargs)
+        gx2 = getattr(clconv, f"conv_transpose{ndim}d_input")(r, w, **kwargs, algorithm=ALGORITHM)
+        gw2 = getattr(clconv, f"conv_transpose{ndim}d_weight")(x, w.shape, r, **kwargs, algorithm=ALGORITHM)
     else:
-        gx2 = getattr(clconv, f"conv{ndim}d_input")(x.shape, w, r, **kwargs)
-        gw2 = getattr(clconv, f"conv{ndim}d_weight")(x, w.shape, r, **kwargs)
+        gx2 = getattr(clconv, f"conv{ndim}d_input")(x.shape, w, r, **kwargs, algorithm=ALGORITHM)
+        gw2 = getattr(clconv, f"conv{ndim}d_weight")(x, w.shape, r, **kwargs, algorithm=ALGORITHM)
     np.testing.assert_allclose(gx2, gx, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(gw2, gw, rtol=1e-12, atol=1e-12)
     return gx, gw, gb
@@ -62,12 +65,12 @@ def test_finite_differences_match_backward(rng, name, x_shape, w_shape, kwargs):
     x = rng.standard_normal(x_shape)
     w = rng.standard_normal(w_shape)
     b = rng.standard_normal(w_shape[1] * kwargs.get("groups", 1) if name.startswith("conv_transpose") else w_shape[0])
-    y = op(x, w, b, **kwargs)
+    y = op(x, w, b, **kwargs, algorithm=ALGORITHM)
     assert y.dtype == np.float64
     r = rng.standard_normal(y.shape)
 
     def loss(xx, ww, bb) -> float:
-        return float(np.sum(r * op(xx, ww, bb, **kwargs)))
+        return float(np.sum(r * op(xx, ww, bb, **kwargs, algorithm=ALGORITHM)))
 
     gx, gw, gb = _grads(name, x, w, r, kwargs)
     assert gx.shape == x.shape and gw.shape == w.shape and gb.shape == b.shape

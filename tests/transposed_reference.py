@@ -301,13 +301,11 @@ class Case:
 
 
 CASES = [
-    Case("1d-n2c4o6i12k3s2p1-op1", 1, 2, 4, 6, (12,), (3,), 2, 1, bias=True),
-    Case("1d-n1-stride3>k2-op2", 1, 1, 3, 4, (13,), (2,), 3, 0),
-    Case("2d-g2-d2x1-s1x2-asym-p", 2, 2, 4, 6, (7, 8), (3, 2), (1, 2), ((1, 2), (0, 1)), (2, 1), 2, bias=True),
-    Case("2d-depthwise-s2p1-odd", 2, 2, 4, 4, (7, 5), (3, 3), 2, 1, groups=4),
+    Case("1d-n1-stride3>k2-pad2>span-op2", 1, 1, 3, 4, (15,), (2,), 3, 2),
+    Case("2d-g2-d2x1-s1x2-asym-p-odd", 2, 2, 4, 6, (7, 8), (3, 2), (1, 2), ((1, 2), (0, 1)), (2, 1), 2, bias=True),
     Case("2d-1x1-s2", 2, 2, 5, 3, (7, 6), (1, 1), 2, 0, bias=True),
-    Case("3d-n1-g2-k2x3x2-s2x2x1-d1x1x2", 3, 1, 4, 2, (5, 5, 4), (2, 3, 2), (2, 2, 1), (1, 1, 0), (1, 1, 2), 2,
-         bias=True),
+    Case("3d-depthwise-k2x3x2-s2x2x1-d1x1x2-op1", 3, 2, 4, 4, (5, 5, 4), (2, 3, 2), (2, 2, 1), (1, 1, 0), (1, 1, 2),
+         4, bias=True),
 ]
 
 class TCase:

@@ -279,6 +279,7 @@ def cache_paths() -> dict[str, Path]:
         "programs": root / f"programs-v{CACHE_FORMAT_VERSION}",
         "tuning": root / f"tuning-v{TUNING_FORMAT_VERSION}",
         "failed": root / "failed",
+        "templates": root / "mako-v1",  # Mako's compiled template modules, where that cache is on
     }
 
 
@@ -494,7 +495,7 @@ def cmd_cache(args: argparse.Namespace, out: TextIO) -> int:
         print(cache_dir(), file=out)
         return 0
     if args.action == "clear":
-        parts = [p for p in ("programs", "tuning", "failed") if getattr(args, p)] or ["programs", "tuning", "failed"]
+        parts = [p for p in paths if getattr(args, p)] or list(paths)
         for part in parts:
             files, size = _dir_usage(paths[part])
             if paths[part].is_dir():
@@ -527,6 +528,9 @@ def cmd_cache(args: argparse.Namespace, out: TextIO) -> int:
     files, size = _dir_usage(paths["failed"])
     if files:
         print(f"failed builds: {files} saved sources, {_human_bytes(size)} in {paths['failed']}", file=out)
+    files, size = _dir_usage(paths["templates"])
+    if files:
+        print(f"compiled templates: {files} files, {_human_bytes(size)} in {paths['templates']}", file=out)
     return 0
 
 
@@ -581,6 +585,7 @@ def build_parser() -> argparse.ArgumentParser:
     clear.add_argument("--programs", action="store_true", help="only the compiled programs")
     clear.add_argument("--tuning", action="store_true", help="only the tuning database")
     clear.add_argument("--failed", action="store_true", help="only the saved sources of failed builds")
+    clear.add_argument("--templates", action="store_true", help="only Mako's compiled templates")
     cache_sub.add_parser("path", parents=[common], help="print the cache directory")
 
     sub.add_parser("bench", help="benchmark shape sets (clconv.bench; 'clconv bench --help')", add_help=False)

@@ -193,6 +193,7 @@ def test_cache_path_list_and_clear(tmp_path, monkeypatch):
     assert not tuning.exists() and (programs / "ab12.bin").exists()
     code, text = run_cli("cache", "clear")
     assert code == 0 and "removed programs: 1 files, 2.0 KiB" in text
+    assert "removed failed: 0 files" in text and "removed templates: 0 files" in text
     assert not (tmp_path / "programs-v1").exists()
     assert tmp_path.exists()  # only clconv's own subdirectories go
 

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import math
+
 import numpy as np
+import pyopencl.array as cl_array
 
 import clconv
 from clconv import reference
@@ -130,3 +133,31 @@ def every_pass_algorithm(device, cases=CASES):
 
 def param_id(case: Case, pass_: str, algorithm: str) -> str:
     return f"{pass_}-{algorithm}-{case.id}"
+
+
+# -- guarded buffers (benchdnn's out-of-bounds check) -------------------------------------------------
+
+SENTINEL = np.float32(-1234.5625)  # exactly representable; no kernel computes it by accident
+GUARD_BEFORE, GUARD_AFTER = 13, 29  # elements; odd so views start at unaligned offsets
+
+
+def guarded(queue, shape, fill, inner=None, dtype=np.float32):
+    """``(big, view)``: a device buffer of ``prod(shape)`` elements plus guards, filled with ``fill``;
+    ``view`` is the ``shape``-shaped window after the first guard (holding ``inner`` if given)."""
+    n = math.prod(shape)
+    host = np.full(GUARD_BEFORE + n + GUARD_AFTER, fill, dtype)
+    if inner is not None:
+        host[GUARD_BEFORE:GUARD_BEFORE + n] = inner.ravel()
+    big = cl_array.to_device(queue, host)
+    view = big[GUARD_BEFORE:GUARD_BEFORE + n].reshape(shape)
+    assert view.offset == GUARD_BEFORE * np.dtype(dtype).itemsize and view.base_data is big.base_data
+    return big, view
+
+
+def check_guards(big: cl_array.Array, n: int, fill) -> None:
+    host = big.get()
+    before, after = host[:GUARD_BEFORE], host[GUARD_BEFORE + n:]
+    for name, region in (("before", before), ("after", after)):
+        bits = np.dtype(f"u{region.dtype.itemsize}")  # compare bits: the sentinel may be a NaN
+        bad = np.flatnonzero(region.view(bits) != np.asarray(fill, region.dtype).view(bits))
+        assert bad.size == 0, f"out-of-bounds write: guard words {bad.tolist()} {name} the output changed"

@@ -15,9 +15,11 @@ Profiles: ``ci`` (default, seconds) and ``long`` (``CLCONV_FUZZ_PROFILE=long``, 
 
 from __future__ import annotations
 
+import math
 import os
 
 import numpy as np
+import pyopencl.array as cl_array
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
@@ -27,7 +29,8 @@ from clconv import reference as _reference
 from clconv.algorithms import REGISTRY, Problem
 from clconv.geometry import resolve_conv
 
-from helpers import assert_matches, poisoned
+from helpers import assert_matches
+from reliability_cases import SENTINEL, check_guards, guarded
 
 QUEUE = clconv.default_queue()
 
@@ -125,21 +128,34 @@ def test_random_valid_calls_match_the_reference(op, c, data):
     serving = [n for n in clconv.algorithms(pass_) if REGISTRY[n].decline_reason(problem, DEVICE) is None]
     algorithm = data.draw(st.sampled_from(["auto", *serving]), label="algorithm")
     x, w, dy = (rng.standard_normal(s).astype(dtype) for s in (xshape, wshape, yshape))
+    outs = []
+
+    def dev(a):  # inputs are views into NaN-guarded buffers: an out-of-bounds read shows as NaN
+        return a if a is None or a.size == 0 else guarded(QUEUE, a.shape, np.nan, inner=a, dtype=dtype)[1]
+
+    def poisoned(queue, shape, dtype):  # out is a NaN-poisoned view between sentinel guards
+        if not math.prod(shape):  # an empty batch: nothing to guard
+            return cl_array.empty(queue, shape, dtype)
+        big, view = guarded(queue, shape, SENTINEL, dtype=dtype)
+        view.fill(np.nan)
+        outs.append((big, view.size))
+        return view
+
     common = dict(stride=c["stride"], dilation=c["dilation"], groups=c["groups"], algorithm=algorithm)
     fn = _fn(op, ndim)
     if op == "conv":
         b = rng.standard_normal(c["cout"]).astype(dtype) if bias else None
         expected, ref = yshape, reference.forward(g, x, w, b)
         out = poisoned(QUEUE, expected, dtype)
-        got = fn(x, w, b, padding=c["padding"], out=out, **common)
+        got = fn(dev(x), dev(w), dev(b), padding=c["padding"], out=out, **common)
     elif op == "conv_input":
         expected, ref = xshape, reference.backward_data(g, dy, w)
         out = poisoned(QUEUE, expected, dtype)
-        got = fn(xshape, w, dy, padding=c["padding"], out=out, **common)
+        got = fn(xshape, dev(w), dev(dy), padding=c["padding"], out=out, **common)
     elif op == "conv_weight":
         expected, ref = wshape, reference.backward_weight(g, x, dy)
         out = poisoned(QUEUE, expected, dtype)
-        got = fn(x, wshape, dy, padding=c["padding"], out=out, **common)
+        got = fn(dev(x), wshape, dev(dy), padding=c["padding"], out=out, **common)
     else:
         # the transposed op whose output has the canonical input's size: output_padding restores
         # what the forward floor division dropped (always < stride)
@@ -151,16 +167,18 @@ def test_random_valid_calls_match_the_reference(op, c, data):
             b = rng.standard_normal(c["cin"]).astype(dtype) if bias else None
             expected, ref = xshape, reference.backward_data(g, dy, w, b)
             out = poisoned(QUEUE, expected, dtype)
-            got = fn(dy, w, b, out=out, **tcommon)
+            got = fn(dev(dy), dev(w), dev(b), out=out, **tcommon)
         elif op == "conv_transpose_input":
             expected, ref = yshape, reference.forward(g, x, w)
             out = poisoned(QUEUE, expected, dtype)
-            got = fn(x, w, out=out, **tcommon)
+            got = fn(dev(x), dev(w), out=out, **tcommon)
         else:
             expected, ref = wshape, reference.backward_weight(g, x, dy)
             out = poisoned(QUEUE, expected, dtype)
-            got = fn(dy, wshape, x, out=out, **tcommon)
+            got = fn(dev(dy), wshape, dev(x), out=out, **tcommon)
     assert got is out and tuple(got.shape) == tuple(expected)
+    for big, n in outs:
+        check_guards(big, n, SENTINEL)
     if g.batch == 0:  # nothing to convolve: empty activations, and a weight gradient of zeros
         host = got.get()
         assert host.size == 0 or (pass_ == "backward_weight" and not host.any()), host

@@ -14,7 +14,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import pyopencl.array as cl_array
 import pytest
 
 import clconv
@@ -24,35 +23,12 @@ from clconv.geometry import resolve_conv
 
 from helpers import assert_matches, random
 from reliability_cases import (
-    CASES, Case, every_pass_algorithm, operand_shapes, param_id, reference_result, result_shape, run,
+    CASES, GUARD_BEFORE, SENTINEL, Case, check_guards, every_pass_algorithm, guarded, operand_shapes, param_id, reference_result, result_shape, run,
 )
 
-SENTINEL = np.float32(-1234.5625)  # exactly representable; no kernel computes it by accident
-GUARD_BEFORE, GUARD_AFTER = 13, 29  # elements; odd so views start at unaligned offsets
 
 DEVICE = clconv.default_queue().device
 COMBOS = every_pass_algorithm(DEVICE)
-
-
-def guarded(queue, shape, fill, inner=None, dtype=np.float32):
-    """``(big, view)``: a device buffer of ``prod(shape)`` elements plus guards, filled with ``fill``;
-    ``view`` is the ``shape``-shaped window after the first guard (holding ``inner`` if given)."""
-    n = math.prod(shape)
-    host = np.full(GUARD_BEFORE + n + GUARD_AFTER, fill, dtype)
-    if inner is not None:
-        host[GUARD_BEFORE:GUARD_BEFORE + n] = inner.ravel()
-    big = cl_array.to_device(queue, host)
-    view = big[GUARD_BEFORE:GUARD_BEFORE + n].reshape(shape)
-    assert view.offset == GUARD_BEFORE * np.dtype(dtype).itemsize and view.base_data is big.base_data
-    return big, view
-
-
-def check_guards(big: cl_array.Array, n: int, fill) -> None:
-    host = big.get()
-    before, after = host[:GUARD_BEFORE], host[GUARD_BEFORE + n:]
-    for name, region in (("before", before), ("after", after)):
-        bad = np.flatnonzero(region.view(np.uint32) != np.asarray(fill, region.dtype).view(np.uint32))
-        assert bad.size == 0, f"out-of-bounds write: guard words {bad.tolist()} {name} the output changed"
 
 
 def run_guarded(queue, rng, case: Case, pass_: str, algorithm: str):

@@ -32,6 +32,7 @@ import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -265,7 +266,7 @@ def print_table(rows: list[Row], out=None) -> None:
 def summary(rows: list[Row], out=None) -> dict:
     out = out or sys.stdout
     ratios = [r.ratio for r in rows if math.isfinite(r.ratio)]
-    result = {"layer_passes": len(rows), "failed": sum(1 for r in rows if not math.isfinite(r.ms))}
+    result: dict[str, Any] = {"layer_passes": len(rows), "failed": sum(1 for r in rows if not math.isfinite(r.ms))}
     if ratios:
         result.update(geomean_ratio=geomean(ratios), worst_ratio=max(ratios),
                       worst=max((r for r in rows if math.isfinite(r.ratio)), key=lambda r: r.ratio).layer)

@@ -75,6 +75,8 @@ def heuristic_order(problem: Problem, device: cl.Device) -> list[str]:
         order.append("splitk")
     if g.is_pointwise:
         order.append("gemm1x1")
+    if g.is_depthwise and problem.pass_ == "backward_weight":
+        order.append("depthwise")
     if g.is_depthwise or g.reduction_length < 8:
         order.append("direct")
     if problem.pass_ == "backward_data" and max(g.stride) > 1:
@@ -195,7 +197,8 @@ def random_operands(problem: Problem, queue: cl.CommandQueue) -> dict[str, Opera
     sizes = {"x": g.input_elements, "w": g.weight_elements, "y": g.output_elements, "dy": g.output_elements,
              "dx": g.input_elements, "dw": g.weight_elements, "bias": g.out_channels if problem.pass_ == "forward" else g.in_channels}
     rng = np.random.default_rng(0)
-    names = {"forward": ("x", "w", "y"), "backward_data": ("dy", "w", "dx"), "backward_weight": ("x", "dy", "dw")}[problem.pass_]
+    names: tuple[str, ...] = {"forward": ("x", "w", "y"), "backward_data": ("dy", "w", "dx"),
+                              "backward_weight": ("x", "dy", "dw")}[problem.pass_]
     if problem.bias:
         names = (*names, "bias")
     out = {}

@@ -100,18 +100,28 @@ def parse_descriptor(text: str, transposed: bool = False, name: str | None = Non
             if axis in axes and "i" + axis not in values and previous in axes:
                 source[axis] = source[previous]
 
-    def get(prefix: str, axis: str, default: int | None) -> int | None:
-        return values.get(prefix + source[axis], default)
+    def get(prefix: str, axis: str) -> int | None:
+        return values.get(prefix + source[axis])
+
+    def get_or(prefix: str, axis: str, default: int) -> int:
+        value = values.get(prefix + source[axis])
+        return default if value is None else value
 
     mb, groups, ic, oc = values.get("mb", 2), values.get("g", 1), values["ic"], values["oc"]
-    in_size, out_size, kernel, stride, pad_b, pad_e, dil = [], [], [], [], [], [], []
+    in_size: list[int] = []
+    out_size: list[int] = []
+    kernel: list[int] = []
+    stride: list[int] = []
+    pad_b: list[int] = []
+    pad_e: list[int] = []
+    dil: list[int] = []
     for axis in axes:
-        i = get("i", axis, None)
+        i = get("i", axis)
         if i is None:
             raise ValueError(f"benchdnn descriptor {raw!r}: input size i{axis} missing")
-        k, s, d = get("k", axis, 1), get("s", axis, 1), get("d", axis, 0) + 1
+        k, s, d = get_or("k", axis, 1), get_or("s", axis, 1), get_or("d", axis, 0) + 1
         extent = (k - 1) * d + 1
-        o, p = get("o", axis, None), get("p", axis, None)
+        o, p = get("o", axis), get("p", axis)
         if p is None:
             if o is None:
                 p = 0
@@ -131,8 +141,9 @@ def parse_descriptor(text: str, transposed: bool = False, name: str | None = Non
         if e < 0 or o < 1:
             raise ValueError(f"benchdnn descriptor {raw!r}: along {axis}, input {i}, kernel {k}, stride {s}, "
                              f"padding {p} cannot give output {o}")
-        in_size.append(i), out_size.append(o), kernel.append(k), stride.append(s)
-        pad_b.append(p), pad_e.append(e), dil.append(d)
+        for values_list, value in ((in_size, i), (out_size, o), (kernel, k), (stride, s), (pad_b, p),
+                                   (pad_e, e), (dil, d)):
+            values_list.append(value)
     cin, cout = (oc, ic) if transposed else (ic, oc)
     if cin % groups or cout % groups:
         raise ValueError(f"benchdnn descriptor {raw!r}: g{groups} does not divide ic{ic} and oc{oc}")
@@ -194,7 +205,7 @@ def load_file(path: str | Path, transposed: bool | None = None, batch: int | Non
                         skipped.append(f"{path.name}:{number}: {item}")
                     continue
                 if batch or mb_override:
-                    layer = layer.with_batch(batch or mb_override)
+                    layer = layer.with_batch(batch or mb_override or layer.geometry.batch)
                 if layer.geometry not in seen:
                     seen.add(layer.geometry)
                     layers.append(layer)

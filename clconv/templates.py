@@ -16,7 +16,7 @@ from mako.exceptions import MakoException, text_error_template
 from mako.lookup import TemplateLookup
 
 _PACKAGE_DIR = Path(__file__).resolve().parent
-_lookups: dict[tuple[str, ...], TemplateLookup] = {}
+_lookups: dict[tuple[tuple[str, ...], str | None], TemplateLookup] = {}
 
 
 class TemplateRenderError(RuntimeError):

@@ -116,7 +116,7 @@ def test_gpu_tiles_fill_the_compute_units():
 
 
 def test_gpu_tiles_are_valid_templates():
-    for tm, tn, tk, wm, wn, vw in GPU_TILES:
+    for tm, tn, _tk, wm, wn, vw in GPU_TILES:
         assert tm % wm == 0 and tn % wn == 0 and wm % vw == 0 and wn % vw == 0
         assert vw in (1, 2, 4)
 
@@ -180,3 +180,51 @@ def test_tune_measures_and_stores(tmp_path, monkeypatch, capsys, queue):
     # a second run finds it tuned and measures nothing
     assert tune_main([desc, "--passes", "backward_data", "--quiet"]) == 0
     assert "1 already tuned" in capsys.readouterr().out
+
+
+# -- the depthwise weight gradient ---------------------------------------------------------------------
+
+DEPTHWISE = {
+    "k3p1": "mb2g6ic6ih9oc6oh9kh3ph1",
+    "k3s2d2-mult2": "mb3g4ic4ih11oc8kh3sh2ph2dh1",  # channel multiplier 2, stride, dilation
+    "1d-k5": "mb2g3ic3iw17oc3kw5pw2",
+}
+
+
+@pytest.mark.parametrize("desc", list(DEPTHWISE.values()), ids=list(DEPTHWISE))
+def test_depthwise_weight_gradient_matches_reference(queue, rng, desc):
+    g = parse_descriptor(desc).geometry
+    problem = Problem(g, "backward_weight", "float32")
+    algorithm = REGISTRY["depthwise"]
+    assert algorithm.decline_reason(problem, queue.device) is None
+    for config in ({"wg": 64, "slices": 3}, algorithm.configs(problem, queue.device)[0]):
+        _run(queue, problem, algorithm, config, rng)
+
+
+def test_depthwise_declines_what_it_cannot_serve(queue):
+    dense = Problem(parse_descriptor("mb2ic4ih5oc4kh3ph1").geometry, "backward_weight", "float32")
+    assert "depthwise" in REGISTRY["depthwise"].decline_reason(dense, queue.device)
+    big = Problem(parse_descriptor("mb1g2ic2ih9oc2kh7ph3").geometry, "backward_weight", "float32")
+    assert "taps" in REGISTRY["depthwise"].decline_reason(big, queue.device)
+    assert "backward_weight" in REGISTRY["depthwise"].decline_reason(
+        Problem(dense.geometry, "forward", "float32"), queue.device)
+
+
+def test_depthwise_weight_gradient_float64(queue, rng):
+    from clconv.device import supports_fp64
+
+    if not supports_fp64(queue.device):
+        pytest.skip(f"{queue.device.name} has no cl_khr_fp64")
+    g = parse_descriptor(DEPTHWISE["k3p1"]).geometry
+    x, dy = random(rng, g.input_shape, np.float64), random(rng, g.output_shape, np.float64)
+    problem = Problem(g, "backward_weight", "float64")
+    runner = REGISTRY["depthwise"].prepare(problem, {"wg": 64, "slices": 2}, queue, queue.device)
+    mf = cl.mem_flags
+    out = np.full(g.weight_shape, np.nan)
+    bufs = {"x": cl.Buffer(queue.context, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=x),
+            "dy": cl.Buffer(queue.context, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=dy),
+            "dw": cl.Buffer(queue.context, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=out)}
+    cl.wait_for_events(runner.run(queue, {k: Operand(v) for k, v in bufs.items()}))
+    cl.enqueue_copy(queue, out, bufs["dw"])
+    queue.finish()
+    assert_matches(out, reference.backward_weight(g, x, dy), g.batch * g.out_pixels, np.float64)

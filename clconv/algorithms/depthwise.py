@@ -1,0 +1,69 @@
+"""Depthwise weight gradient: a bandwidth-bound kernel for ``C_in/groups == 1`` (MobileNet-style layers).
+
+The GEMM algorithms see a depthwise weight gradient as ``groups`` GEMMs of ``C_out/groups x taps``
+with a contraction over the whole batch; ``direct`` gives one work-group to each weight element and
+so reads the input once per tap from memory.  Here one work-group per (slice of batch x pixels,
+output channel) keeps all taps' sums in registers, reads ``dy`` once and the input through the
+cache, and a fixed-order second kernel adds the slices (templates/depthwise.mako, reduce.mako).
+"""
+
+from __future__ import annotations
+
+import pyopencl as cl
+
+from ..builder import get_kernel
+from .base import Algorithm, Arg, Launch, Runner, render_and_build, rounded, workspace_limit
+
+MAX_TAPS = 32  # taps summed in registers per work-item
+
+
+class DepthwiseWgrad(Algorithm):
+    name = "depthwise"
+    passes = ("backward_weight",)
+    description = ("depthwise weight gradient (C_in/groups = 1): all taps' sums per work-item in "
+                   "registers over a slice of batch x pixels, slices added in a fixed order")
+
+    def decline_reason(self, problem, device):
+        reason = super().decline_reason(problem, device)
+        g = problem.geometry
+        if reason is None and g.cin_per_group != 1:
+            reason = f"it serves only depthwise convolutions (C_in/groups = 1), here {g.cin_per_group}"
+        if reason is None and g.kernel_volume > MAX_TAPS:
+            reason = f"the kernel has {g.kernel_volume} taps; it keeps at most {MAX_TAPS} sums in registers"
+        if reason is None and not self.configs(problem, device):
+            reason = "no work-group size fits the device's local memory and work-group limits"
+        return reason
+
+    def configs(self, problem, device):
+        g = problem.geometry
+        total = g.batch * g.out_pixels
+        out = []
+        for wg in (256, 128, 64):
+            if wg > device.max_work_group_size or g.kernel_volume * wg * problem.itemsize > device.local_mem_size // 2:
+                continue
+            # enough work-groups to fill the device several times over, each with real work
+            wanted = -(-8 * device.max_compute_units // g.out_channels)
+            slices = max(1, min(wanted, total // (4 * wg), 1024))
+            if slices * g.out_channels * g.kernel_volume * problem.itemsize > workspace_limit(device):
+                slices = 1
+            out.append({"wg": wg, "slices": slices})
+        if len(out) > 1 and bool(device.type & cl.device_type.GPU):
+            return out[:2]
+        return out[:1] if out else []
+
+    def prepare(self, problem, config, queue, device):
+        g = problem.geometry
+        wg, slices = config["wg"], config["slices"]
+        elements = g.out_channels * g.kernel_volume
+        index = problem.index_type(slices * elements)
+        sources: list = []
+        program = render_and_build(queue, sources, "depthwise.mako", self.name, geom=g, real=problem.real,
+                                   index=index, wg=wg, slices=slices)
+        kernel = get_kernel(program, "clc_depthwise_wgrad") if program is not None else None
+        launches = [Launch(kernel, (slices * wg, g.out_channels), (wg, 1),
+                           (Arg("x"), Arg("dy"), Arg("partial", with_offset=False)))]
+        reduce = render_and_build(queue, sources, "reduce.mako", self.name, geom=g, real=problem.real,
+                                  index=index, kernel="splitk_sum", splits=slices, elements=elements, wg=0)
+        launches.append(Launch(get_kernel(reduce, "clc_splitk_sum") if reduce is not None else None,
+                               (rounded(elements, 64),), None, (Arg("partial", with_offset=False), Arg("dw"))))
+        return Runner(self.name, config, launches, {"partial": slices * elements * problem.itemsize}, sources)

@@ -20,7 +20,7 @@ from clconv.geometry import resolve_conv
 
 import transposed_reference as R
 from helpers import assert_matches, poisoned, random
-from transposed_reference import CASES, SPLITK_CASE, splitk_expected_to_serve
+from transposed_reference import CASES, SPLITK_CASE, depthwise_expected_to_serve, splitk_expected_to_serve
 
 
 def _inner(a, b) -> float:
@@ -75,6 +75,8 @@ def _expect_decline(algorithm: str, pass_: str, case) -> bool:
         return not case.is_pointwise
     if algorithm == "splitk":
         return not splitk_expected_to_serve(case.weight_reduction)
+    if algorithm == "depthwise":
+        return not depthwise_expected_to_serve(case.cin // case.groups, case.kernel)
     return False
 
 
@@ -121,6 +123,8 @@ def test_float64_every_algorithm(queue, rng, pass_, algorithm):
     case = CASES[2] if algorithm == "gemm1x1" else CASES[1]
     if algorithm == "splitk":
         case = SPLITK_CASE
+    if algorithm == "depthwise":
+        pytest.skip("no 2D depthwise case here; float64 depthwise is tested in test_perf_algorithms.py")
     x, w, dy = _data(rng, case, np.float64)
     if pass_ == "backward_data":
         got = clconv.conv2d_input(case.input_shape, w, dy, **case.conv_args(), algorithm=algorithm,

@@ -19,7 +19,7 @@ from clconv.geometry import resolve_conv_transpose
 
 import transposed_reference as R
 from helpers import assert_matches, poisoned, random
-from transposed_reference import CASES, SPLITK_CASE, T_CASES, splitk_expected_to_serve
+from transposed_reference import CASES, SPLITK_CASE, T_CASES, depthwise_expected_to_serve, splitk_expected_to_serve
 
 TCASES = [case.transposed() for case in CASES] + T_CASES
 
@@ -122,7 +122,8 @@ def test_conv_transpose_weight_every_algorithm(queue, rng, t, algorithm):
     x, _, _, gy = _data(rng, t)
     args = dict(t.args(), algorithm=algorithm)
     declines = (algorithm == "gemm1x1" and not t.is_pointwise) or (
-        algorithm == "splitk" and not splitk_expected_to_serve(t.weight_grad_reduction))
+        algorithm == "splitk" and not splitk_expected_to_serve(t.weight_grad_reduction)) or (
+        algorithm == "depthwise" and not depthwise_expected_to_serve(t.weight_shape[1], t.kernel))
     if declines:
         with pytest.raises(ValueError, match=algorithm):
             _op(t, "_weight")(x, t.weight_shape, gy, **args)

@@ -371,6 +371,12 @@ T_CASES = [
 SPLITK_CASE = Case("2d-n2-16x16-splitk", 2, 2, 3, 4, (16, 16), (3, 3), 1, 1)
 
 
+def depthwise_expected_to_serve(cin_per_group: int, kernel, max_taps: int = 32) -> bool:
+    """The depthwise weight-gradient algorithm's documented rule: one input channel per group and at
+    most ``max_taps`` kernel taps (``cin_per_group`` of the canonical convolution)."""
+    return cin_per_group == 1 and _prod(kernel) <= max_taps
+
+
 def splitk_expected_to_serve(contraction: int, tk: int = 16, min_piece: int = 256) -> bool:
     """Split-K's documented rule: some cut into 2..256 equal pieces, each whole TK steps and at least
     ``min_piece`` long (every tile of clconv's CPU and GPU tables has TK = 16)."""

@@ -342,3 +342,26 @@ def test_random_arguments_valid_or_not_follow_pytorch_rules(ndim, transposed, da
     assert expected is not None, f"an invalid call returned shape {result.shape} instead of raising"
     assert result.shape == (0, channels, *expected), (result.shape, expected)
     _count("oracle_accepted")
+
+
+def bad_input_outcomes() -> str:
+    """Every value of ``BAD`` in every op that takes it: what it got (a Markdown table)."""
+    lines = ["| op | argument | bad value | outcome |", "| --- | --- | --- | --- |"]
+    for op, arguments in TAKES.items():
+        for argument in arguments:
+            for value in BAD.get(argument, []):
+                fn, kwargs = _valid_call(op, batch=1)
+                kwargs[argument] = value
+                shown = (f"ndarray{value.shape} {value.dtype}" if isinstance(value, np.ndarray)
+                         else repr(value) if len(repr(value)) < 40 else type(value).__name__)
+                try:
+                    fn(**kwargs)
+                    outcome = "**accepted**"
+                except Exception as exc:  # noqa: BLE001 - recorded, whatever it is
+                    outcome = f"{type(exc).__name__}: {str(exc).splitlines()[0][:110]}"
+                lines.append(f"| {op} | {argument} | `{shown}` | {outcome.replace('|', '/')} |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(bad_input_outcomes())

@@ -122,9 +122,8 @@ def child(which: str, every_config: bool) -> int:
         for config in chosen.configs(problem, queue.device)[1:]:
             runner = prepared_runner(problem, chosen, config, queue)
             result = poisoned(queue, ref.shape)
-            ops = {name: to_operand(value, queue)[0] for name, value in
-                   {{"dy": "dy"}.get(k, k): v for k, v in operands.items()}.items()}
-            holders = [to_operand(v, queue) for v in operands.values()]  # noqa: F841 (keep buffers alive)
+            uploaded = {name: to_operand(value, queue) for name, value in operands.items()}  # (operand, holder)
+            ops = {name: operand for name, (operand, _) in uploaded.items()}
             ops[{"forward": "y", "backward_data": "dx", "backward_weight": "dw"}[pass_]] = to_operand(result, queue)[0]
             for event in runner.run(queue, ops):
                 event.wait()
@@ -202,6 +201,27 @@ def test_oclgrind_reports_an_out_of_bounds_write(tmp_path):
     assert "Invalid write" in report and "clc_direct_forward" in report, report[:3000]
 
 
+def outer(which: str) -> int:
+    """scripts/fuzz: the set under Oclgrind with every tile configuration, then once more with the
+    compiler's optimisations on (data races and invalid accesses only, see the module docstring)."""
+    if OCLGRIND is None:
+        print("OCLGRIND NOT INSTALLED: run scripts/setup-env", file=sys.stderr)
+        return 2
+    status = 0
+    for label, flags in (("unoptimised, --data-races --uninitialized", OCLGRIND_FLAGS),
+                         ("optimised, --data-races", ("--data-races",))):
+        runs, report, stdout = run_under_oclgrind(which, flags, every_config=True, timeout=6 * 3600)
+        clean = not report.strip()
+        print(f"oclgrind {which} ({label}): {runs} runs, {'no reports' if clean else 'REPORTS'}", flush=True)
+        if not clean:
+            print(report[:20000])
+            print("\n".join(line for line in stdout.splitlines() if line.startswith("REPORTED")))
+            status = 1
+    return status
+
+
 if __name__ == "__main__":
     sys.path.insert(0, str(HERE))
+    if "--outer" in sys.argv:
+        sys.exit(outer(sys.argv[1]))
     child(sys.argv[1] if len(sys.argv) > 1 else "ci", "--every-config" in sys.argv)

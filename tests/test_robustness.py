@@ -394,6 +394,8 @@ def test_ten_thousand_cached_calls_do_not_grow_host_or_device_memory(queue, rng,
         tracemalloc.stop()
     assert not caught, f"{len(caught)} warnings, the first: {caught[0].message}"
     grown = sum(s.size_diff for s in snap1.compare_to(snap0, "filename"))
+    print(f"\n10,000 cached calls: live buffers {buffers0} -> {len(live)}, Python heap {grown:+d} bytes "
+          f"over the last 9,000, RSS {rss0} -> {rss_kib()} KiB")
     assert len(live) <= buffers0, f"live device buffers grew from {buffers0} to {len(live)}"
     assert grown < 64 * 1024, f"Python heap grew by {grown} bytes over 9,000 calls"
     assert rss_kib() - rss0 < 16 * 1024, f"RSS grew from {rss0} KiB to {rss_kib()} KiB"

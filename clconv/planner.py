@@ -79,9 +79,10 @@ def heuristic_order(problem: Problem, device: cl.Device) -> list[str]:
         order.append("depthwise")
     if g.is_depthwise or g.reduction_length < 8:
         order.append("direct")
-    if problem.pass_ == "backward_data" and max(g.stride) > 1:
-        # the implicit gather reads mostly stride holes; a GEMM into columns and col2im wins (measured
-        # on an H200 and on PoCL: docs/performance.md)
+    if problem.pass_ == "backward_data" and (max(g.stride) > 1 or g.in_pixels <= 256):
+        # the implicit gather reads mostly stride holes, and on small images its per-element index
+        # decoding dominates; a GEMM into columns and col2im wins (measured on an H200:
+        # docs/performance.md)
         order.append("im2col")
     order += ["implicit_gemm", "im2col", "direct"]
     seen: list[str] = []

@@ -111,8 +111,12 @@ def test_gpu_tiles_fill_the_compute_units():
     first = gemm_tiles(512, 1568, _fake_gpu(), 4)[0]
     count = -(-512 // first["TM"]) * -(-1568 // first["TN"])
     assert count >= 132, first
-    # a big GEMM keeps the biggest tile
-    assert (gemm_tiles(4096, 100352, _fake_gpu(), 4)[0]["TM"], gemm_tiles(4096, 100352, _fake_gpu(), 4)[0]["TN"]) == (128, 128)
+    # a big GEMM that every tile divides keeps the table's first (largest-reuse) choice
+    big = gemm_tiles(4096, 100352, _fake_gpu(), 4)
+    assert (big[0]["TM"], big[0]["TN"]) == GPU_TILES[0][:2] and big[0]["TM"] * big[0]["TN"] >= 128 * 64
+    # a matrix 128x128 tiles divide but 128x64 ones would pad is not given the padded tile first
+    odd = gemm_tiles(4096, 128 * 700 + 64, _fake_gpu(), 4)
+    assert odd[0]["TN"] == 64 or (128 * 700 + 64) % odd[0]["TN"] == 0
 
 
 def test_gpu_tiles_are_valid_templates():

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 
+import pyopencl as cl
+
 from ..builder import get_kernel
 from .base import Algorithm, Arg, Launch, Runner, render_and_build, rounded
 
@@ -24,7 +26,10 @@ class Direct(Algorithm):
         if problem.pass_ == "backward_weight":
             top = _pow2_at_most(min(device.max_work_group_size, 256))
             return [{"wg": wg} for wg in (top, max(top // 4, 1))]
-        return [{"wg": 64}, {"wg": 256}] if device.max_work_group_size >= 256 else [{"wg": 0}]
+        if device.max_work_group_size < 256:
+            return [{"wg": 0}]
+        # best guess first: 256 won every direct layer-pass measured on an H200 (docs/performance.md)
+        return [{"wg": 256}, {"wg": 64}] if device.type & cl.device_type.GPU else [{"wg": 64}, {"wg": 256}]
 
     def prepare(self, problem, config, queue, device):
         g = problem.geometry

@@ -112,28 +112,31 @@ def test_conv_weight_every_algorithm(queue, rng, case, algorithm):
     assert_matches(got, ref, case.weight_reduction)
 
 
-@pytest.mark.parametrize("pass_,algorithm", [("backward_data", a) for a in clconv.algorithms("backward_data")]
-                         + [("backward_weight", a) for a in clconv.algorithms("backward_weight")])
-def test_float64_every_algorithm(queue, rng, pass_, algorithm):
-    """float64 (where the device has cl_khr_fp64) through every algorithm, at float64's tolerance."""
+# float64 through each kernel family once (the direct kernels in test_gradcheck.py): the tiled GEMM
+# (implicit_gemm), col2im, the split-K reduction and the depthwise weight gradient
+FLOAT64_RUNS = [("backward_data", "implicit_gemm"), ("backward_data", "im2col"), ("backward_weight", "splitk")] + [
+    ("backward_weight", a) for a in clconv.algorithms("backward_weight") if a == "depthwise"]
+
+
+@pytest.mark.parametrize("pass_,algorithm", FLOAT64_RUNS)
+def test_float64_kernel_families(queue, rng, pass_, algorithm):
+    """float64 (where the device has cl_khr_fp64) at float64's tolerance."""
     from clconv.device import supports_fp64
 
     if not supports_fp64(queue.device):
         pytest.skip(f"{queue.device.name} has no cl_khr_fp64")
-    case = CASES[2] if algorithm == "gemm1x1" else CASES[1]
-    if algorithm == "splitk":
-        case = SPLITK_CASE
-    if algorithm == "depthwise":
-        pytest.skip("no 2D depthwise case here; float64 depthwise is tested in test_perf_algorithms.py")
+    case = {"gemm1x1": CASES[2], "splitk": SPLITK_CASE, "depthwise": CASES[3]}.get(algorithm, CASES[1])
     x, w, dy = _data(rng, case, np.float64)
     if pass_ == "backward_data":
-        got = clconv.conv2d_input(case.input_shape, w, dy, **case.conv_args(), algorithm=algorithm,
-                                  out=poisoned(queue, case.input_shape, np.float64))
+        got = getattr(clconv, f"conv{case.ndim}d_input")(case.input_shape, w, dy, **case.conv_args(),
+                                                         algorithm=algorithm,
+                                                         out=poisoned(queue, case.input_shape, np.float64))
         assert got.dtype == np.float64
         assert_matches(got, R.conv_input(case.input_shape, w, dy, **case.conv_args()), case.data_reduction, np.float64)
     else:
-        got = clconv.conv2d_weight(x, case.weight_shape, dy, **case.conv_args(), algorithm=algorithm,
-                                   out=poisoned(queue, case.weight_shape, np.float64))
+        got = getattr(clconv, f"conv{case.ndim}d_weight")(x, case.weight_shape, dy, **case.conv_args(),
+                                                          algorithm=algorithm,
+                                                          out=poisoned(queue, case.weight_shape, np.float64))
         assert got.dtype == np.float64
         assert_matches(got, R.conv_weight(x, case.weight_shape, dy, **case.conv_args()), case.weight_reduction,
                        np.float64)

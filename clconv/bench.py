@@ -424,11 +424,24 @@ def main(argv=None) -> int:
     parser.add_argument("--check", action="store_true", help="check every result against a float64 reference")
     parser.add_argument("--first-call", action="store_true",
                         help="measure cold first call, warm-disk-cache first call in a new process, and host overhead")
+    parser.add_argument("--from-json", metavar="FILE",
+                        help="no measuring: reprint (and --csv/--plot) the rows of an earlier --json file")
     parser.add_argument("--json", metavar="FILE", help="write the rows and summary as JSON")
     parser.add_argument("--csv", metavar="FILE", help="write the rows as CSV")
     parser.add_argument("--plot", metavar="FILE.png", help="plot GFLOP/s per layer-pass against the reference (matplotlib)")
     args = parser.parse_args(argv)
     import pyopencl as cl
+
+    if args.from_json:
+        with open(args.from_json) as handle:
+            data = json.load(handle)
+        rows = [Row(**row) for row in data["rows"]]
+        print(f"clconv bench results from {args.from_json}: {data['meta'].get('device')}; reference "
+              f"{data['meta'].get('reference')}")
+        print_table(rows)
+        args.json = None if args.json == args.from_json else args.json
+        write_outputs(rows, args, data["meta"])
+        return 0
 
     if args.first_call:
         result = first_call_costs(args.shapes[0] if args.shapes else None, args.device, quiet=args.quiet)

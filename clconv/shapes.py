@@ -266,6 +266,9 @@ def resolve_layers(spec: str, batch: int | None = None) -> list[Layer]:
         layers = load_file(spec)
     elif (root := benchdnn_dir()) is not None and ((root / spec).is_file() or (root / "conv" / spec).is_file()):
         layers = load_file(root / spec if (root / spec).is_file() else root / "conv" / spec)
+    elif spec.startswith(("shapes_", "set_")) or "/" in spec:
+        raise ValueError(f"shape set {spec!r}: no such file, and no benchdnn directory with it "
+                         f"(looked for {', '.join(BENCHDNN_DIR_CANDIDATES)} beside the checkout)")
     else:
         layers = [parse_descriptor(spec)]
     return [layer.with_batch(batch) for layer in layers] if batch else layers

@@ -12,7 +12,9 @@
 ## matrix.  The operand views decide what A, B and C are (operands.mako).
 ##
 ## Parameters (all baked in): geom, real, index, M, N, K, TM, TN, TK, WM, WN, VW (vector width of
-## the register blocks: 1, 2 or 4, dividing WM and WN), KSPLIT (contraction length of
+## the register blocks: 1, 2 or 4, dividing WM and WN), PIPE (1: the next step's global loads are
+## issued before the current step's arithmetic, as GPUs want; 0: load, then compute, which suits
+## PoCL, where registers live across a barrier are spilled per work-item), KSPLIT (contraction length of
 ## one split piece; K when unsplit), a_view/b_view/c_view and their dicts a/b/c, a_kfast/b_nfast
 ## (which index of the operand is contiguous in memory, for coalesced tile loads).
 <%namespace name="prelude" file="prelude.mako"/>
@@ -35,7 +37,8 @@ ${prelude.header(geom, real, index)}
     vec = real if VW == 1 else f"{real}{VW}"
     itemsize = 8 if real == "double" else 4
     comps = "0123456789abcdef"
-    P = dict(TM=TM, TN=TN, TK=TK, THREADS=THREADS, A_LOADS=A_LOADS, B_LOADS=B_LOADS, A_EXACT=A_EXACT,
+    UNROLL = "#pragma unroll" if PIPE else ""
+    P = dict(UNROLL=UNROLL, TM=TM, TN=TN, TK=TK, THREADS=THREADS, A_LOADS=A_LOADS, B_LOADS=B_LOADS, A_EXACT=A_EXACT,
              B_EXACT=B_EXACT, CHECK_M=CHECK_M, CHECK_N=CHECK_N, CHECK_K=CHECK_K, a_kfast=a_kfast, b_nfast=b_nfast)
 %>
 ${getattr(views, a_view)(a)}
@@ -47,7 +50,7 @@ ${getattr(views, c_view)(c)}
 #define CLC_K ((clc_idx)${K})
 <%def name="fetch(kstart, P)">
         /* global -> registers: A ${P["TM"]}x${P["TK"]} and B ${P["TK"]}x${P["TN"]} tiles starting at k = ${kstart} */
-        #pragma unroll
+        ${P["UNROLL"]}
         for (int i = 0; i < ${P["A_LOADS"]}; ++i) {
             const int t = lid + i * ${P["THREADS"]};
 % if P["a_kfast"]:
@@ -68,7 +71,7 @@ ${getattr(views, c_view)(c)}
             a_next[i] = clc_load_a(a, g, m, k, chunk);
 % endif
         }
-        #pragma unroll
+        ${P["UNROLL"]}
         for (int i = 0; i < ${P["B_LOADS"]}; ++i) {
             const int t = lid + i * ${P["THREADS"]};
 % if P["b_nfast"]:
@@ -125,8 +128,13 @@ void clc_gemm(__global const clc_real* restrict a_base, const long a_off,
             acc[i][j] = (clc_real)0;
 
     clc_real a_next[${A_LOADS}], b_next[${B_LOADS}];
+% if PIPE:
 ${fetch("k_begin", P)}
+% endif
     for (clc_idx k0 = k_begin; k0 < k_end; k0 += ${TK}) {
+% if not PIPE:
+${fetch("k0", P)}
+% endif
         /* registers -> local memory */
         #pragma unroll
         for (int i = 0; i < ${A_LOADS}; ++i) {
@@ -157,9 +165,11 @@ ${fetch("k_begin", P)}
 % endif
         }
         barrier(CLK_LOCAL_MEM_FENCE);
+% if PIPE:
         if (k0 + ${TK} < k_end) {
 ${fetch("(k0 + " + str(TK) + ")", P)}
         }
+% endif
         #pragma unroll
         for (int kk = 0; kk < ${TK}; ++kk) {
             clc_real a_reg[${WM}], b_reg[${WN}];

@@ -28,10 +28,11 @@ GEOMETRIES = {
 EXACT_1X1 = "mb2ic16ih8oc32oh8kh1ph0"  # M=32, N=128, K=16: divides TM=32, TN=64, TK=16 (no bounds checks)
 
 TILES = {
-    # TM, TN, TK, WM, WN, VW
-    "vw4-uneven-loads": (24, 32, 8, 4, 4, 4),  # 48 work-items: the B tile's 256 loads do not divide
-    "vw2": (32, 64, 16, 2, 4, 2),
-    "vw1": (16, 16, 8, 2, 2, 1),
+    # TM, TN, TK, WM, WN, VW, PIPE
+    "vw4-uneven-loads": (24, 32, 8, 4, 4, 4, 1),  # 48 work-items: the B tile's 256 loads do not divide
+    "vw2": (32, 64, 16, 2, 4, 2, 1),
+    "vw4-nopipe": (24, 32, 8, 4, 4, 4, 0),
+    "vw1": (16, 16, 8, 2, 2, 1, 1),
 }
 PASSES = ("forward", "backward_data", "backward_weight")
 OPERANDS = {"forward": ("x", "w", "y"), "backward_data": ("dy", "w", "dx"), "backward_weight": ("x", "dy", "dw")}
@@ -66,8 +67,8 @@ def _config(tile):
 @pytest.mark.parametrize("pass_", PASSES)
 @pytest.mark.parametrize("geometry", list(GEOMETRIES), ids=list(GEOMETRIES))
 def test_implicit_gemm_tiles_match_reference(queue, rng, geometry, pass_, tile):
-    if tile == "vw1" and geometry != "k3p1-odd":
-        pytest.skip("the scalar path is covered once; builds are slow on PoCL")
+    if tile in ("vw1", "vw4-nopipe") and geometry != "k3p1-odd":
+        pytest.skip("covered on one geometry; builds are slow on PoCL")
     g = parse_descriptor(GEOMETRIES[geometry]).geometry
     _run(queue, Problem(g, pass_, "float32"), REGISTRY["implicit_gemm"], _config(TILES[tile]), rng)
 
@@ -75,7 +76,7 @@ def test_implicit_gemm_tiles_match_reference(queue, rng, geometry, pass_, tile):
 @pytest.mark.parametrize("pass_", PASSES)
 def test_exactly_tiled_1x1_without_bounds_checks(queue, rng, pass_):
     g = parse_descriptor(EXACT_1X1).geometry
-    config = _config((32, 64, 16, 4, 8, 4))
+    config = _config((32, 64, 16, 4, 8, 4, 0))
     problem = Problem(g, pass_, "float32")
     _run(queue, problem, REGISTRY["gemm1x1"], config, rng)
 
@@ -95,7 +96,7 @@ def test_splitk_with_vector_tiles(queue, rng):
 
 def test_old_tuning_entries_without_vector_width_still_run():
     old = {"TM": 64, "TN": 64, "TK": 16, "WM": 4, "WN": 4}
-    assert _tile_config(old) == {**old, "VW": 1}
+    assert _tile_config(old) == {**old, "VW": 1, "PIPE": 1}
 
 
 # -- the tile heuristic --------------------------------------------------------------------------------
@@ -120,9 +121,11 @@ def test_gpu_tiles_fill_the_compute_units():
 
 
 def test_gpu_tiles_are_valid_templates():
-    for tm, tn, _tk, wm, wn, vw in GPU_TILES:
+    from clconv.algorithms.gemm import CPU_TILES
+
+    for tm, tn, _tk, wm, wn, vw, pipe in GPU_TILES + CPU_TILES:
         assert tm % wm == 0 and tn % wn == 0 and wm % vw == 0 and wn % vw == 0
-        assert vw in (1, 2, 4)
+        assert vw in (1, 2, 4) and pipe in (0, 1)
 
 
 def test_candidate_set_is_bounded(queue):

@@ -26,27 +26,29 @@ from .base import Algorithm, Arg, Launch, Problem, Runner, render_and_build, rou
 
 # -- tile configurations ---------------------------------------------------------------------------
 
-# (TM, TN, TK, WM, WN, VW): work-group tile M x N, contraction step TK, per-work-item block WM x WN
-# made of VW x VW sub-blocks read from local memory as VW-wide vectors (see templates/gemm.mako).
-TILE_KEYS = ("TM", "TN", "TK", "WM", "WN", "VW")
+# (TM, TN, TK, WM, WN, VW, PIPE): work-group tile M x N, contraction step TK, per-work-item block
+# WM x WN made of VW x VW sub-blocks read from local memory as VW-wide vectors, PIPE: software-
+# pipelined global loads (see templates/gemm.mako).
+TILE_KEYS = ("TM", "TN", "TK", "WM", "WN", "VW", "PIPE")
+TILE_DEFAULTS = {"VW": 1, "PIPE": 1}  # what a config stored before these keys existed means
 GPU_TILES = [  # in order of preference where they waste the same (128x64 won most often on an H200)
-    (128, 64, 16, 8, 4, 4),
-    (128, 128, 16, 8, 8, 4),
-    (64, 128, 16, 4, 8, 4),
-    (64, 64, 16, 4, 4, 4),
-    (32, 64, 16, 2, 4, 2),
-    (32, 32, 16, 4, 4, 4),
+    (128, 64, 16, 8, 4, 4, 1),
+    (128, 128, 16, 8, 8, 4, 1),
+    (64, 128, 16, 4, 8, 4, 1),
+    (64, 64, 16, 4, 4, 4, 1),
+    (32, 64, 16, 2, 4, 2, 1),
+    (32, 32, 16, 4, 4, 4, 1),
 ]
-CPU_TILES = [
-    (32, 64, 16, 4, 8, 1),
-    (64, 64, 16, 8, 8, 1),
-    (32, 32, 16, 4, 4, 1),
-    (16, 64, 16, 2, 8, 1),
+CPU_TILES = [  # PoCL: vector local loads, no pipelining (3x the old scalar tiles; docs/performance.md)
+    (64, 64, 16, 8, 8, 4, 0),
+    (32, 64, 16, 4, 8, 4, 0),
+    (64, 128, 16, 8, 8, 4, 0),
+    (32, 32, 16, 4, 4, 4, 0),
 ]
 
 
 def _tile_fits(tile, device: cl.Device, itemsize: int) -> bool:
-    tm, tn, tk, wm, wn, vw = tile
+    tm, tn, tk, wm, wn, vw = tile[:6]
     threads = (tm // wm) * (tn // wn)
     pad = 1 if vw == 1 else vw
     local_bytes = tk * ((tm + pad) + (tn + pad)) * itemsize
@@ -59,7 +61,7 @@ def gemm_tiles(m: int, n: int, device: cl.Device, itemsize: int, limit: int = 4,
     gpu = bool(device.type & cl.device_type.GPU)
     tiles = [t for t in (GPU_TILES if gpu else CPU_TILES) if _tile_fits(t, device, itemsize)]
     if not tiles:  # a tiny device: one work-item per output, still tiled through local memory
-        tiles = [(8, 8, 8, 1, 1, 1)]
+        tiles = [(8, 8, 8, 1, 1, 1, 0)]
     units = max(1, device.max_compute_units)
 
     def cost(tile) -> float:
@@ -132,8 +134,8 @@ def gemm_launch(queue, sources, problem, shape: GemmShape, tile: dict, index: st
 
 
 def _tile_config(config: dict) -> dict:
-    """The GEMM template's tile parameters from a config (VW defaults to 1: scalar local loads)."""
-    return {k: config.get(k, 1) for k in TILE_KEYS}
+    """The GEMM template's tile parameters from a config (VW, PIPE default as TILE_DEFAULTS)."""
+    return {k: config.get(k, TILE_DEFAULTS.get(k)) for k in TILE_KEYS}
 
 
 # -- the GEMM shapes of each pass ---------------------------------------------------------------

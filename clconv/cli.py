@@ -639,6 +639,10 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     except KeyboardInterrupt:
         print("clconv: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `clconv render ... | head`: the reader left; stop quietly
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # so the interpreter's final flush does not fail again
+        return 1
     except SystemExit as exc:  # --help, or a delegated main calling sys.exit
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else FAILURE)
     except Exception as exc:

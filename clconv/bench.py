@@ -435,7 +435,7 @@ def main(argv=None) -> int:
     if args.from_json:
         with open(args.from_json) as handle:
             data = json.load(handle)
-        rows = [Row(**row) for row in data["rows"]]
+        rows: list[Row] = [Row(**row) for row in data["rows"]]
         print(f"clconv bench results from {args.from_json}: {data['meta'].get('device')}; reference "
               f"{data['meta'].get('reference')}")
         print_table(rows)
@@ -466,7 +466,7 @@ def main(argv=None) -> int:
     print(f"clconv bench on {meta['device']} ({meta['platform']}, driver {meta['driver']}); reference: "
           f"{meta['reference'] or 'none (PyTorch not importable)'}; tuning {'on' if meta['tuning'] else 'off (CLCONV_TUNE=0)'}")
     progress = Progress(len(layers) * len(passes), args.quiet)
-    rows: list[Row] = []
+    rows = []
     rng = np.random.default_rng(2024)
     for layer in layers:
         rows += bench_layer(layer, passes, queue, algorithm=args.algorithm, repeats=repeats, torch=torch,

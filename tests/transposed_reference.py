@@ -177,7 +177,6 @@ def conv_input(input_size, w, grad_output, stride=1, padding=0, dilation=1, grou
     """``torch.nn.grad.conv{nd}d_input``: the transposed convolution of ``grad_output`` whose
     output_padding makes the result ``input_size`` (any size the forward conv maps onto dy)."""
     gy = np.asarray(grad_output, np.float64)
-    nd = gy.ndim - 2
     kernel = np.shape(w)[2:]
     smallest = transposed_output_size(gy.shape[2:], kernel, stride, padding, 0, dilation)
     op = tuple(i - m for i, m in zip(input_size[2:], smallest))

@@ -21,8 +21,8 @@ from .builder import BuildError
 
 log = logging.getLogger("clconv.planner")
 
-MAX_CONFIGS_PER_ALGORITHM = 3
-MAX_CANDIDATES = 8  # bounds tuning: builds (in parallel) and 1 + TUNE_REPEATS timed runs each
+MAX_CONFIGS_PER_ALGORITHM = 4
+MAX_CANDIDATES = 10  # bounds tuning: builds (in parallel) and 1 + TUNE_REPEATS timed runs each
 TUNE_REPEATS = 5
 
 _runners: dict[tuple, Runner] = {}

@@ -31,9 +31,13 @@ from .base import Algorithm, Arg, Launch, Problem, Runner, render_and_build, rou
 # pipelined global loads (see templates/gemm.mako).
 TILE_KEYS = ("TM", "TN", "TK", "WM", "WN", "VW", "PIPE")
 TILE_DEFAULTS = {"VW": 1, "PIPE": 1}  # what a config stored before these keys existed means
-GPU_TILES = [  # in order of preference where they waste the same (128x64 won most often on an H200)
-    (128, 64, 16, 8, 4, 4, 1),
+GPU_TILES = [  # in order of preference where they waste the same (measured on an H200: docs/performance.md)
+    (128, 64, 16, 8, 4, 4, 1),   # 256 work-items: the most frequent winner
+    (64, 128, 16, 8, 8, 4, 1),   # 128 work-items, 8x8 blocks: 56x56 layers
+    (128, 32, 16, 8, 4, 4, 1),   # 128 work-items: 14x14 and 7x7 layers
+    (64, 64, 16, 8, 8, 4, 1),    # 64 work-items, 8x8 blocks: narrow weight gradients, im2col
     (128, 128, 16, 8, 8, 4, 1),
+    (128, 64, 16, 8, 8, 4, 1),
     (64, 128, 16, 4, 8, 4, 1),
     (64, 64, 16, 4, 4, 4, 1),
     (32, 64, 16, 2, 4, 2, 1),
@@ -69,10 +73,10 @@ def gemm_tiles(m: int, n: int, device: cl.Device, itemsize: int, limit: int = 4,
         padded = rounded(m, tm) * rounded(n, tn)
         waste = padded / (m * n)
         if gpu:
-            # fewer work-groups than compute units leaves the rest idle; a last partial wave costs too
+            # fewer work-groups than compute units leaves the rest idle (counting partial waves
+            # beyond that overvalued small tiles in the H200 measurements)
             count = -(-m // tm) * -(-n // tn) * groups
-            waves = -(-count // units)
-            waste *= waves * units / count if count < 4 * units else 1.0
+            waste *= max(1.0, units / count)
         return waste
 
     tiles.sort(key=cost)  # stable: equal costs keep the table's order of preference

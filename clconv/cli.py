@@ -132,6 +132,8 @@ def _add_geometry_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--output-padding", default=None, help="transposed ops only (default 0)")
     parser.add_argument("--bias", action="store_true", help="add a bias (conv*d and conv_transpose*d only)")
     parser.add_argument("--dtype", choices=("float32", "float64"), default="float32")
+    parser.add_argument("--device", default=None, metavar="SELECTOR",
+                        help="'P:D' or a name substring, as CLCONV_DEVICE (default: the default device)")
 
 
 # -- one op call built from the command line ----------------------------------------------------
@@ -346,8 +348,22 @@ def cmd_render(args: argparse.Namespace, out: TextIO) -> int:
     import clconv
 
     call = build_call(args, lambda shape: np.zeros(shape))
-    print(clconv.render(call.function, *call.args, **call.kwargs, algorithm=args.algorithm), file=out)
+    queue = _queue(args)
+    print(clconv.render(call.function, *call.args, **call.kwargs, algorithm=args.algorithm, queue=queue), file=out)
     return 0
+
+
+def _queue(args: argparse.Namespace) -> Any:
+    """The queue for ``--device`` (a selector as ``CLCONV_DEVICE``), else the default queue."""
+    import pyopencl as cl
+
+    import clconv
+    from clconv.device import select_device
+
+    if not args.device:
+        return clconv.default_queue()
+    device, _ = select_device(args.device)
+    return cl.CommandQueue(cl.Context([device]), properties=cl.command_queue_properties.PROFILING_ENABLE)
 
 
 def _tolerance(reduction_length: int, dtype: np.dtype) -> float:
@@ -367,7 +383,7 @@ def cmd_check(args: argparse.Namespace, out: TextIO) -> int:
             raise CLIError(f"--algorithm must be one of {names} for {args.op} (the {call.pass_} pass), "
                            f"got {args.algorithm!r}", USAGE_ERROR)
         names = [args.algorithm]
-    queue = clconv.default_queue()
+    queue = _queue(args)
     dtype = np.dtype(args.dtype)
     problem = Problem(call.geometry, call.pass_, dtype.name, bias=bool(args.bias))
     every_config = args.all_configs and call.geometry.batch > 0  # batch 0 launches nothing
@@ -427,7 +443,7 @@ def _run_op(call: OpCall, problem: Any, name: str, queue: Any, dtype: np.dtype) 
     result = cl_array.empty(queue, call.result_shape, dtype)
     result.fill(np.nan)  # poisoned: an element the kernels never write fails the check
     config = plan(problem, queue, name).config
-    call.function(*call.args, **call.kwargs, algorithm=name, out=result)
+    call.function(*call.args, **call.kwargs, algorithm=name, queue=queue, out=result)
     return result.get(queue), config
 
 

@@ -241,3 +241,21 @@ def test_readme_tile_override_example_renders(tmp_path, monkeypatch):
                          "--algorithm", "implicit_gemm")
     assert code == 0
     assert "__local clc_real a_tile[8 * " in text
+
+
+def test_device_option_selects_the_device_and_refuses_an_unknown_one(capsys):
+    import clconv
+
+    name = clconv.default_queue().device.name
+    code, text = run_cli("render", "conv1d", "--input", "1,2,7", "--weight", "3,2,2", "--device", "0:0",
+                         "--algorithm", "direct")
+    assert code == 0
+    assert "__kernel void clc_direct_forward" in text and "on '" in text.splitlines()[0]
+    code, text = run_cli("check", "conv1d", "--input", "1,2,7", "--weight", "3,2,2", "--device", name[:12],
+                         "--algorithm", "direct")
+    assert code == 0 and text.splitlines()[3].split()[:2] == ["direct", "pass"]
+    code, _ = run_cli("render", "conv1d", "--input", "1,2,7", "--weight", "3,2,2", "--device", "no-such-device-xyz")
+    err = capsys.readouterr().err
+    assert code == 1
+    assert err.startswith("clconv: error: DeviceSelectionError: no OpenCL device matches 'no-such-device-xyz'")
+    assert err.count("\n") == 1

@@ -172,7 +172,6 @@ def test_every_kernel_family_is_clean_under_oclgrind():
     _require_oclgrind()
     runs, report, stdout = run_under_oclgrind("ci")
     assert not report.strip(), f"Oclgrind reported:\n{report[:8000]}\n--- child stdout ---\n{stdout[-2000:]}"
-    from reliability_cases import every_pass_algorithm  # noqa: F401
     expected = sum(len(c.passes) for c in oclgrind_cases("ci"))
     assert runs >= expected, f"only {runs} runs completed:\n{stdout}"
 

@@ -1,7 +1,8 @@
 """Forward convolution (conv1d/2d/3d): every forward algorithm against the float64 reference.
 
-One small set of geometries, each run through every algorithm of ``clconv.algorithms("forward")``
-(an algorithm that declines a geometry must say so with a ValueError naming itself), on fresh
+One small set of geometries run through the algorithms of ``clconv.algorithms("forward")`` (every
+geometry through the cheap-to-build ones, a covering subset through the GEMM-based ones; an
+algorithm that declines a geometry must say so with a ValueError naming itself), on fresh
 seeded random data, into NaN-poisoned ``out=`` arrays, with a tolerance scaled by the reduction
 length.  The fast reference (``clconv.reference``) is itself checked against naive loops
 (``tests/naive_reference.py``) on a few tiny shapes.
@@ -47,6 +48,7 @@ class Case:
     bias: bool = True
     dtype: Any = np.float32
     note: str = field(default="", compare=False)
+    gemm: bool = field(default=False, compare=False)  # also run through the GEMM-based algorithms
 
     @property
     def id(self) -> str:
@@ -83,27 +85,26 @@ CASES = [
     Case(1, 2, 3, 5, (11,), (3,), 1, 1, note="basic"),
     Case(1, 1, 4, 4, (13,), (3,), 2, 2, 3, 2, bias=False, note="batch1-dilated"),
     Case(1, 2, 2, 3, (12,), (2,), 3, 0, note="stride-gt-kernel"),
-    Case(1, None, 3, 2, (9,), (4,), 1, "same", note="unbatched-same-odd"),
+    Case(1, None, 3, 6, (9,), (4,), 1, "same", 1, 3, note="unbatched-depthwise-x2-same-odd", gemm=True),
     # 2D
-    Case(2, 2, 4, 6, (9, 8), (3, 3), 2, 1, 2, 2),
-    Case(2, 2, 3, 5, (7, 10), (2, 3), (1, 2), (1, 0), (2, 1), note="non-square"),
+    Case(2, 2, 4, 6, (9, 8), (3, 3), 2, 1, 2, 2, gemm=True),
+    Case(2, 2, 3, 5, (7, 10), (2, 3), (1, 2), (1, 0), (2, 1), note="non-square", gemm=True),
     Case(2, 2, 6, 6, (7, 7), (3, 3), 1, 1, 1, 6, note="depthwise"),
     Case(2, 1, 3, 6, (6, 5), (3, 3), (2, 1), 1, 1, 3, bias=False, note="depthwise-x2"),
-    Case(2, 2, 4, 3, (6, 7), (3, 2), 1, ((1, 2), (0, 1)), bias=False, note="asymmetric"),
+    Case(2, 2, 4, 3, (6, 7), (3, 2), 1, ((1, 2), (0, 1)), bias=False, note="asymmetric", gemm=True),
     Case(2, 1, 3, 4, (6, 7), (4, 3), 1, "same", note="same-odd-even"),
     Case(2, 2, 2, 3, (7, 6), (3, 3), 1, "same", 2, note="same-dilated"),
     Case(2, 2, 3, 4, (6, 7), (3, 2), 1, "valid", bias=False, note="valid"),
     Case(2, None, 3, 5, (7, 6), (3, 3), 1, 1, note="unbatched"),
     Case(2, 2, 2, 3, (11, 10), (2, 2), 3, 0, note="stride-gt-kernel"),
-    Case(2, 2, 8, 6, (7, 9), (1, 1), 2, note="1x1-strided"),
-    Case(2, 1, 4, 6, (5, 6), (1, 1), (1, 2), 0, 1, 2, bias=False, note="1x1-grouped"),
-    Case(2, 3, 5, 7, (13, 11), (5, 3), (2, 1), (2, 0), note="odd-sizes"),
-    Case(2, 2, 20, 33, (9, 8), (3, 3), 1, 1, note="tile-edges"),  # K = 180, M = 33: partial tiles
-    Case(2, 2, 4, 6, (7, 6), (3, 3), 1, 1, 1, 2, dtype=np.float64),
+    Case(2, 2, 8, 6, (7, 9), (1, 1), (2, 3), 0, 1, 2, note="1x1-strided-grouped"),
+    Case(2, 3, 5, 7, (13, 11), (5, 3), (2, 1), (2, 0), note="odd-sizes", gemm=True),
+    Case(2, 2, 20, 33, (9, 8), (3, 3), 1, 1, note="tile-edges", gemm=True),  # K = 180, M = 33: partial tiles
+    Case(2, 2, 4, 6, (7, 6), (3, 3), 1, 1, 1, 2, dtype=np.float64, gemm=True),
     # 3D
     Case(3, 1, 2, 3, (5, 6, 4), (3, 2, 3), (1, 2, 1), (1, 0, 1), note="non-cubic"),
     Case(3, 2, 4, 4, (6, 5, 7), (2, 3, 2), (2, 1, 2), ((0, 1), (1, 1), (1, 0)), (2, 1, 1), 2,
-         bias=False, note="grouped-asymmetric"),
+         bias=False, note="grouped-asymmetric", gemm=True),
     Case(3, 2, 6, 4, (5, 4, 6), (1, 1, 1), (2, 1, 3), note="1x1x1-strided"),
     Case(3, None, 3, 3, (4, 5, 4), (3, 3, 3), 1, "same", 1, 3, note="unbatched-depthwise-same"),
 ]
@@ -170,8 +171,16 @@ def _declines(name: str, case: Case, queue) -> str | None:
     return REGISTRY[name].decline_reason(problem, queue.device)
 
 
-@pytest.mark.parametrize("algorithm", FORWARD_ALGORITHMS)
-@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
+# Every case through every algorithm (declines cost nothing; gemm1x1 serves only the 1x1 cases),
+# except that the general GEMM-based ones run on the `gemm` cases only, which between them cover
+# 1D/2D/3D, groups, depthwise, stride, dilation, asymmetric and 'same' padding, unbatched input,
+# float64 and partial GEMM tiles: a GEMM kernel takes seconds to build on PoCL, so the full
+# matrix would cost minutes.
+GEMM_BASED = ("im2col", "implicit_gemm")
+PAIRS = [(c, a) for c in CASES for a in FORWARD_ALGORITHMS if a not in GEMM_BASED or c.gemm]
+
+
+@pytest.mark.parametrize("case, algorithm", PAIRS, ids=[f"{c.id}-{a}" for c, a in PAIRS])
 def test_forward_matches_reference(case: Case, algorithm: str, queue, rng):
     """numpy inputs, a NaN-poisoned device ``out=``: the result is ``out``, equal to the reference."""
     x, w, b = _data(case, rng)
@@ -270,7 +279,7 @@ def test_same_padding_puts_odd_extra_at_the_end():
 
 # -- tensor kinds, queues, empty batches ------------------------------------------------------------
 
-ROUND_TRIP = Case(2, 2, 4, 6, (9, 8), (3, 3), 2, 1, 2, 2)  # shares programs with CASES[4]
+ROUND_TRIP = Case(2, 2, 4, 6, (9, 8), (3, 3), 2, 1, 2, 2)  # a `gemm` case of CASES: programs are reused
 
 
 def test_numpy_in_numpy_out(rng):
@@ -366,7 +375,7 @@ def test_auto_with_tuning_measures_and_remembers(monkeypatch, tmp_path, queue, r
 
 def test_auto_without_tuning_serves_every_case_kind(queue, rng):
     """auto never fails where an algorithm serves: a pointwise, a depthwise and a 3D case."""
-    for case in (_by_note("1x1-strided"), _by_note("depthwise"), _by_note("non-cubic")):
+    for case in (_by_note("1x1-strided-grouped"), _by_note("depthwise"), _by_note("grouped-asymmetric")):
         x, w, b = _data(case, rng)
         ref = _expected(case, x, w, b)
         y = OPS[case.ndim](x, w, b, **case.args(), out=poisoned(queue, ref.shape, case.dtype))

@@ -106,7 +106,7 @@ def _torch_fn(torch, g, pass_, tensors):
                                              False, [0] * nd, args["groups"], mask)[index]
 
 
-def _time_torch(torch, fn, repeats: int, gpu: bool) -> float:
+def _time_torch(torch, fn, repeats: int, gpu: bool, statistic=statistics.median) -> float:
     """Median milliseconds of one call (CUDA events on a GPU, the host clock on the CPU)."""
     for _ in range(3):  # cudnn.benchmark's search and allocations stay out
         fn()
@@ -120,13 +120,13 @@ def _time_torch(torch, fn, repeats: int, gpu: bool) -> float:
             end.record()
             end.synchronize()
             times.append(start.elapsed_time(end))
-        return statistics.median(times)
+        return statistic(times)
     times = []
     for _ in range(repeats):
         t0 = time.perf_counter()
         fn()
         times.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(times)
+    return statistic(times)
 
 
 def numpy_im2col_forward(g, x: np.ndarray, w: np.ndarray) -> np.ndarray:
@@ -149,14 +149,14 @@ def numpy_im2col_forward(g, x: np.ndarray, w: np.ndarray) -> np.ndarray:
     return y.reshape(g.groups, g.cout_per_group, g.batch, g.out_pixels).transpose(2, 0, 1, 3).reshape(g.output_shape)
 
 
-def _time_host(fn, repeats: int) -> float:
+def _time_host(fn, repeats: int, statistic=statistics.median) -> float:
     fn()
     times = []
     for _ in range(repeats):
         t0 = time.perf_counter()
         fn()
         times.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(times)
+    return statistic(times)
 
 
 # -- clconv -----------------------------------------------------------------------------------------
@@ -172,7 +172,7 @@ def _rel_error(got: np.ndarray, ref: np.ndarray) -> float:
 
 
 def bench_layer(layer, passes, queue, *, algorithm="auto", repeats=20, torch=None, numpy_baseline=False,
-                check=False, rng=None, progress=None) -> list[Row]:
+                check=False, rng=None, progress=None, statistic=statistics.median) -> list[Row]:
     """Time every pass of one layer; see the module docstring for what each column means."""
     import pyopencl as cl
 
@@ -213,7 +213,7 @@ def bench_layer(layer, passes, queue, *, algorithm="auto", repeats=20, torch=Non
             if check:  # the first run's output, on poisoned memory, is the one checked
                 cl.wait_for_events(runner.run(pqueue, operands))
                 cl.enqueue_copy(pqueue, out, out_buf)
-            seconds = time_runner(runner, pqueue, operands, repeats)
+            seconds = time_runner(runner, pqueue, operands, repeats, statistic)
             row.ms = seconds * 1e3
             row.gflops = g.flops / seconds / 1e9
         except Exception as exc:  # noqa: BLE001 - one failing layer must not end the benchmark
@@ -223,12 +223,13 @@ def bench_layer(layer, passes, queue, *, algorithm="auto", repeats=20, torch=Non
             try:
                 fn = _torch_fn(torch, g, pass_, tt)
                 row.ref_name = "cudnn" if gpu else "torch-cpu"
-                row.ref_ms = _time_torch(torch, fn, repeats, gpu)
+                row.ref_ms = _time_torch(torch, fn, repeats, gpu, statistic)
                 row.ratio = row.ms / row.ref_ms
             except Exception as exc:  # noqa: BLE001
                 row.note += f" torch failed: {type(exc).__name__}: {str(exc)[:120]}"
         if numpy_baseline and pass_ == "forward":
-            row.numpy_ms = _time_host(lambda: numpy_im2col_forward(g, host["x"], host["w"]), max(3, repeats // 4))
+            row.numpy_ms = _time_host(lambda: numpy_im2col_forward(g, host["x"], host["w"]), max(3, repeats // 4),
+                                      statistic)
         if check:
             if tt is not None and gpu:
                 t64 = {k: v.double() for k, v in tt.items()}
@@ -417,6 +418,8 @@ def main(argv=None) -> int:
     _common_arguments(parser)
     parser.add_argument("--algorithm", default="auto", help="algorithm to time (default: auto)")
     parser.add_argument("--repeats", type=int, default=None, help="timed runs per pass (default 20 on a GPU, 5 on a CPU)")
+    parser.add_argument("--stat", choices=("median", "min"), default="median",
+                        help="statistic of the timed runs, for every library alike (min: on a shared, noisy machine)")
     parser.add_argument("--no-torch", action="store_true", help="do not compare with PyTorch even if importable")
     parser.add_argument("--numpy", dest="numpy", action="store_true", default=None,
                         help="time a NumPy im2col+matmul forward too (default: on a CPU device)")
@@ -460,7 +463,8 @@ def main(argv=None) -> int:
 
     meta = {"device": queue.device.name.strip(), "platform": queue.device.platform.name.strip(),
             "driver": queue.device.driver_version, "shapes": " ".join(args.shapes or ["gpu" if gpu else "cpu"]),
-            "batch": args.batch, "algorithm": args.algorithm, "repeats": repeats, "tuning": tuning_enabled(),
+            "batch": args.batch, "algorithm": args.algorithm, "repeats": repeats, "stat": args.stat,
+            "tuning": tuning_enabled(),
             "reference": (f"torch {torch.__version__}" + (" cudnn " + str(torch.backends.cudnn.version()) if gpu else "")
                           if torch is not None else None)}
     print(f"clconv bench on {meta['device']} ({meta['platform']}, driver {meta['driver']}); reference: "
@@ -470,7 +474,8 @@ def main(argv=None) -> int:
     rng = np.random.default_rng(2024)
     for layer in layers:
         rows += bench_layer(layer, passes, queue, algorithm=args.algorithm, repeats=repeats, torch=torch,
-                            numpy_baseline=numpy_baseline, check=args.check, rng=rng, progress=progress)
+                            numpy_baseline=numpy_baseline, check=args.check, rng=rng, progress=progress,
+                            statistic=min if args.stat == "min" else statistics.median)
     progress.close()
     print_table(rows)
     if rows:

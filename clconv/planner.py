@@ -223,15 +223,17 @@ def profiling_queue(queue: cl.CommandQueue) -> cl.CommandQueue:
     return _profiling_queues[key]
 
 
-def time_runner(runner: Runner, queue: cl.CommandQueue, operands: dict[str, Operand], repeats: int) -> float:
-    """Median seconds of one run: profiling events from the first launch's start to the last's end."""
+def time_runner(runner: Runner, queue: cl.CommandQueue, operands: dict[str, Operand], repeats: int,
+                statistic=statistics.median) -> float:
+    """Median (or ``statistic``) seconds of one run: profiling events from the first launch's start
+    to the last's end."""
     cl.wait_for_events(runner.run(queue, operands))  # warm-up: first-launch costs stay out
     times = []
     for _ in range(repeats):
         events = runner.run(queue, operands)
         cl.wait_for_events(events)
         times.append((events[-1].profile.end - events[0].profile.start) * 1e-9)
-    return statistics.median(times)
+    return statistic(times)
 
 
 def _prebuild(problem, queue, options) -> None:

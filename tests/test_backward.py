@@ -20,7 +20,9 @@ from clconv.geometry import resolve_conv
 
 import transposed_reference as R
 from helpers import assert_matches, poisoned, random
-from transposed_reference import CASES, SPLITK_CASE, depthwise_expected_to_serve, splitk_expected_to_serve
+from transposed_reference import (
+    CASES, SPLITK_CASE, at_offset, check_guards, depthwise_expected_to_serve, guarded, splitk_expected_to_serve,
+)
 
 
 def _inner(a, b) -> float:
@@ -89,11 +91,14 @@ def test_conv_input_every_algorithm(queue, rng, case, algorithm):
         with pytest.raises(ValueError, match=algorithm):
             op(case.input_shape, w, dy, **case.conv_args(), algorithm=algorithm)
         return
-    out = poisoned(queue, case.input_shape)
-    got = op(case.input_shape, w, dy, **case.conv_args(), algorithm=algorithm, out=out)
+    # device inputs that start inside their buffers; an output with NaN guard bands either side
+    out, whole = guarded(queue, case.input_shape)
+    got = op(case.input_shape, at_offset(queue, w), at_offset(queue, dy), **case.conv_args(), algorithm=algorithm,
+             out=out)
     assert got is out
     ref = R.conv_input(case.input_shape, w, dy, **case.conv_args())
     assert_matches(got, ref, case.data_reduction)
+    check_guards(whole)
 
 
 @pytest.mark.parametrize("algorithm", clconv.algorithms("backward_weight") + ["auto"])
@@ -105,11 +110,13 @@ def test_conv_weight_every_algorithm(queue, rng, case, algorithm):
         with pytest.raises(ValueError, match=algorithm):
             op(x, case.weight_shape, dy, **case.conv_args(), algorithm=algorithm)
         return
-    out = poisoned(queue, case.weight_shape)
-    got = op(x, case.weight_shape, dy, **case.conv_args(), algorithm=algorithm, out=out)
+    out, whole = guarded(queue, case.weight_shape)
+    got = op(at_offset(queue, x), case.weight_shape, at_offset(queue, dy), **case.conv_args(), algorithm=algorithm,
+             out=out)
     assert got is out
     ref = R.conv_weight(x, case.weight_shape, dy, **case.conv_args())
     assert_matches(got, ref, case.weight_reduction)
+    check_guards(whole)
 
 
 # float64 through each kernel family once (the direct kernels in test_gradcheck.py): the tiled GEMM

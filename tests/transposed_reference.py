@@ -381,3 +381,33 @@ def splitk_expected_to_serve(contraction: int, tk: int = 16, min_piece: int = 25
     ``min_piece`` long (every tile of clconv's CPU and GPU tables has TK = 16)."""
     return any(contraction % s == 0 and (contraction // s) % tk == 0 and contraction // s >= min_piece
                for s in range(2, 257))
+
+
+# -- device tensors that catch stray writes and offset bugs -------------------------------------------
+
+GUARD = 37  # elements of NaN on each side of a guarded output; odd, so offsets are not vector-aligned
+
+
+def guarded(queue, shape, dtype=np.float32):
+    """A NaN-poisoned device output that is a view into a larger buffer (it starts at element GUARD),
+    and the whole buffer: after the call, :func:`check_guards` asserts the guard bands are untouched."""
+    import pyopencl.array as cl_array
+
+    n = _prod(shape)
+    whole = cl_array.empty(queue, (n + 2 * GUARD,), dtype)
+    whole.fill(np.nan)
+    return whole[GUARD:GUARD + n].reshape(tuple(shape)), whole
+
+
+def check_guards(whole) -> None:
+    host = whole.get()
+    bands = np.concatenate([host[:GUARD], host[-GUARD:]])
+    assert np.isnan(bands).all(), f"{np.count_nonzero(~np.isnan(bands))} elements written outside the output"
+
+
+def at_offset(queue, host: np.ndarray):
+    """``host`` on the device as a view that starts GUARD elements into its buffer."""
+    import pyopencl.array as cl_array
+
+    whole = cl_array.to_device(queue, np.concatenate([np.full(GUARD, np.nan, host.dtype), host.ravel()]))
+    return whole[GUARD:].reshape(host.shape)

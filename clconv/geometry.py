@@ -338,6 +338,31 @@ def _check_bias(bias_shape: tuple[int, ...] | None, channels: int) -> None:
 # -- the resolvers, one per public op family ----------------------------------------------------
 
 
+def _memoized(resolver):
+    """Remember successful resolutions: a repeated call (same shapes and arguments) costs one dict
+    lookup instead of the whole validation.  Errors are not remembered."""
+    cache: dict = {}
+
+    def wrapper(*args: Any, **kwargs: Any) -> "Resolved":
+        # repr tells 1 from True from 1.0 (equal and alike in hash, but only 1 is valid); an elided
+        # repr ("...", a large array) is not a safe key
+        key = repr((args, sorted(kwargs.items())))
+        if "..." in key:
+            return resolver(*args, **kwargs)
+        hit = cache.get(key)
+        if hit is None:
+            hit = resolver(*args, **kwargs)
+            if len(cache) >= 4096:
+                cache.clear()
+            cache[key] = hit
+        return hit
+
+    wrapper.__name__ = resolver.__name__
+    wrapper.__doc__ = resolver.__doc__
+    wrapper.__wrapped__ = resolver
+    return wrapper
+
+
 @dataclass(frozen=True)
 class Resolved:
     """A resolved call: the canonical geometry plus whether the user's tensors were unbatched."""
@@ -346,6 +371,7 @@ class Resolved:
     unbatched: bool = False
 
 
+@_memoized
 def resolve_conv(
     ndim: int,
     input_shape: Sequence[int],
@@ -400,6 +426,7 @@ def _check_output_padding(output_padding: Any, ndim: int, stride, dilation) -> t
     return op
 
 
+@_memoized
 def resolve_conv_transpose(
     ndim: int,
     input_shape: Sequence[int],
@@ -453,6 +480,7 @@ def _require_out(geometry: ConvGeometry, expected: Sequence[int], name: str) -> 
         )
 
 
+@_memoized
 def resolve_conv_input(
     ndim: int,
     input_size: Any,
@@ -486,6 +514,7 @@ def resolve_conv_input(
     return Resolved(geometry, unbatched)
 
 
+@_memoized
 def resolve_conv_weight(
     ndim: int,
     input_shape: Sequence[int],
@@ -514,6 +543,7 @@ def resolve_conv_weight(
     return resolved
 
 
+@_memoized
 def resolve_conv_transpose_input(
     ndim: int,
     grad_output_shape: Sequence[int],
@@ -561,6 +591,7 @@ def resolve_conv_transpose_input(
     return Resolved(geometry, unbatched)
 
 
+@_memoized
 def resolve_conv_transpose_weight(
     ndim: int,
     input_shape: Sequence[int],

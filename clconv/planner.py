@@ -15,7 +15,7 @@ import threading
 import numpy as np
 import pyopencl as cl
 
-from . import tuning
+from . import templates, tuning
 from .algorithms import REGISTRY, Algorithm, LaunchError, Operand, Problem, Runner, algorithms, workspace_limit
 from .builder import BuildError
 
@@ -36,7 +36,7 @@ def _config_key(config: dict) -> tuple:
 def prepared_runner(problem: Problem, algorithm: Algorithm, config: dict, queue: cl.CommandQueue) -> Runner:
     # The workspace limit is in the key: im2col's batch chunking (and so its runner) depends on it.
     key = (queue.context.int_ptr, queue.device.int_ptr, problem, algorithm.name, _config_key(config),
-           workspace_limit(queue.device))
+           workspace_limit(queue.device), templates.generation())
     with _runners_lock:
         runner = _runners.get(key)
     if runner is None:
@@ -113,7 +113,7 @@ def plan(problem: Problem, queue: cl.CommandQueue, algorithm: str = "auto") -> R
     everything the choice depends on, including the tuning database's generation, which every
     store and ``tuning.forget_memory()`` bumps."""
     key = (queue.context.int_ptr, queue.device.int_ptr, problem, algorithm, tuning.generation(),
-           os.environ.get("CLCONV_WORKSPACE_LIMIT"), os.environ.get("CLCONV_TUNE"))
+           os.environ.get("CLCONV_WORKSPACE_LIMIT"), os.environ.get("CLCONV_TUNE"), templates.generation())
     runner = _planned.get(key)
     if runner is None:
         runner = _plan(problem, queue, algorithm)

@@ -42,6 +42,36 @@ def template_dirs() -> list[Path]:
     return [*user_template_dirs(), builtin_template_dir()]
 
 
+_last_generation: tuple = ()
+
+
+def generation() -> tuple:
+    """A stamp of the user templates (``CLCONV_TEMPLATE_PATH``): the path and each ``*.mako``'s
+    modification time and size.  Caches of prepared kernels key on it, so an edited template takes
+    effect in the running process too; empty (and free) when no user path is set."""
+    global _last_generation
+    raw = os.environ.get("CLCONV_TEMPLATE_PATH", "")
+    if not raw:
+        return ()
+    stamp: list = [raw]
+    for directory in user_template_dirs():
+        try:
+            with os.scandir(directory) as entries:
+                for entry in entries:
+                    if entry.name.endswith(".mako"):
+                        info = entry.stat()
+                        stamp.append((entry.path, info.st_mtime_ns, info.st_size))
+        except OSError:
+            continue
+    result = tuple(sorted(stamp[1:], key=lambda item: item[0]))
+    result = (raw, *result)
+    if result != _last_generation:
+        # Mako compares whole-second file times: a fresh lookup re-reads every template now
+        _lookups.clear()
+        _last_generation = result
+    return result
+
+
 def _module_directory() -> str | None:
     """Where Mako keeps compiled templates between processes, so that a new process's first call
     does not recompile them (about 100 ms of a warm-cache first call); None when the disk cache is
@@ -68,7 +98,15 @@ def _lookup() -> TemplateLookup:
         extra = {}
         if modules is not None:
             def module_name(filename: str, uri: str, modules: str = modules) -> str:
-                return os.path.join(modules, hashlib.sha256(filename.encode()).hexdigest()[:24] + ".py")
+                # the file's time and size are in the name: an edit made within the same second
+                # as the last compile still gets a module of its own
+                try:
+                    info = os.stat(filename)
+                    version = f"{info.st_mtime_ns}:{info.st_size}"
+                except OSError:
+                    version = ""
+                digest = hashlib.sha256(f"{filename}\0{version}".encode()).hexdigest()[:24]
+                return os.path.join(modules, digest + ".py")
 
             extra = {"module_directory": modules, "modulename_callable": module_name}
         lookup = TemplateLookup(

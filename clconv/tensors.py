@@ -6,6 +6,7 @@ the same queue, with no host round trip.  Everything here runs before any alloca
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -82,7 +83,7 @@ def check_device_dtype(dtype: np.dtype, queue: cl.CommandQueue) -> None:
 
 
 def check_allocation(name: str, shape: tuple[int, ...], dtype: np.dtype, queue: cl.CommandQueue) -> None:
-    nbytes = int(np.prod(shape, dtype=object)) * dtype.itemsize
+    nbytes = math.prod(shape) * dtype.itemsize
     limit = queue.device.max_mem_alloc_size
     if nbytes > limit:
         raise ValueError(

@@ -178,7 +178,8 @@ class Runner:
         events = []
         for launch in self.launches:
             args = launch.resolve_args(operands, spaces)
-            assert launch.kernel is not None, "a render-only runner (queue=None) cannot run"
+            if launch.kernel is None:  # an internal misuse, not a user error: never vanish under -O
+                raise RuntimeError(f"{self.label}: a render-only runner (prepared with queue=None) cannot run")
             try:
                 event = launch.kernel(queue, launch.global_size, launch.local_size, *args, wait_for=wait_for)
             except cl.Error as exc:

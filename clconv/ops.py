@@ -19,6 +19,7 @@ conv_transpose{1,2,3}d_weight backward_weight      x = grad_output, dy = input, 
 from __future__ import annotations
 
 import contextvars
+import logging
 from typing import Any, Callable, Sequence, Tuple, Union
 
 import numpy as np
@@ -26,12 +27,16 @@ import pyopencl as cl
 import pyopencl.array as cl_array
 
 from . import geometry as geo
-from .algorithms import REGISTRY, Problem, bias_gradient_runner
+from . import tuning
+from .algorithms import REGISTRY, LaunchError, Problem, bias_gradient_runner
 from .geometry import ConvGeometry, Resolved
-from .planner import check_serves, get_algorithm, plan
+from .planner import _label as planner_label
+from .planner import check_serves, get_algorithm, plan, tune
 from .tensors import (
     check_allocation, check_device_dtype, check_out, check_tensor, common_dtype, pick_queue, to_operand,
 )
+
+log = logging.getLogger("clconv.ops")
 
 Tensor = Any  # numpy.ndarray | pyopencl.array.Array
 IntOrTuple = Union[int, Sequence[int]]  # one value for every spatial dim, or one per dim
@@ -86,10 +91,28 @@ def _run_pass(
     wait_for = [e for v in user_tensors.values() if isinstance(v, cl_array.Array) for e in v.events] or None
     if out is not None:
         wait_for = (wait_for or []) + list(out.events)
-    runner = plan(problem, queue, algorithm)
-    events = runner.run(queue, operands, wait_for=wait_for)
+    events = _launch(problem, queue, algorithm, operands, wait_for)
     result.add_event(events[-1])
     return result if as_array else result.get(queue)
+
+
+def _launch(problem: Problem, queue: cl.CommandQueue, algorithm: str, operands: dict, wait_for) -> list:
+    """Run the planned runner.  Under ``auto``, a launch the driver refuses (after the planner's
+    resource checks passed) is remembered as failed in the tuning database and the choice is made
+    again without it; a named algorithm's failure is the caller's to see."""
+    runner = plan(problem, queue, algorithm)
+    try:
+        return runner.run(queue, operands, wait_for=wait_for)
+    except LaunchError:
+        if algorithm != "auto":
+            raise
+        entry = dict(tuning.lookup(queue.device, problem.key()) or {})
+        failed = [*entry.get("failed", []), planner_label(REGISTRY[runner.algorithm], runner.config)]
+        log.warning("clconv: %s failed to launch; choosing again without it", runner.label or runner.algorithm)
+        replacement, _ = tune(problem, queue, {**entry, "failed": failed})
+        if replacement is runner:
+            raise
+        return replacement.run(queue, operands, wait_for=wait_for)
 
 
 _static_checks: dict[tuple, tuple[Problem, str, tuple[int, ...]]] = {}

@@ -256,13 +256,14 @@ def _check_shape(name: str, shape: Any) -> tuple[int, ...]:
     return tuple(_as_int(name, v) for v in shape)
 
 
-def _spatial_ints(name: str, ndim: int, raw: dict[str, Any], kernel: Sequence[int]):
-    stride = _int_tuple("stride", raw["stride"], ndim, 1)
-    dilation = _int_tuple("dilation", raw["dilation"], ndim, 1)
-    groups = _as_int("groups", raw["groups"])
-    if groups < 1:
-        raise ValueError(f"groups must be a positive int, got {raw['groups']!r}")
-    return stride, dilation, groups
+def _spatial_ints(ndim: int, stride: Any, dilation: Any, groups: Any):
+    """Normalise and check the int arguments every op shares."""
+    stride_t = _int_tuple("stride", stride, ndim, 1)
+    dilation_t = _int_tuple("dilation", dilation, ndim, 1)
+    groups_i = _as_int("groups", groups)
+    if groups_i < 1:
+        raise ValueError(f"groups must be a positive int, got {groups!r}")
+    return stride_t, dilation_t, groups_i
 
 
 def _check_input(name: str, shape: tuple[int, ...], ndim: int) -> tuple[tuple[int, ...], bool]:
@@ -387,7 +388,7 @@ def resolve_conv(
     wshape = tuple(weight_shape)
     _check_weight("weight", wshape, ndim, f"(C_out, C_in/groups, {_spatial_names(ndim)})")
     _check_positive_sizes("input", ishape)
-    stride, dilation, groups = _spatial_ints("conv", ndim, dict(stride=stride, dilation=dilation, groups=groups), ())
+    stride, dilation, groups = _spatial_ints(ndim, stride, dilation, groups)
     kernel = wshape[2:]
     pb, pe = resolve_padding(padding, ndim, kernel, stride, dilation)
     cin, cout = ishape[1], wshape[0]
@@ -443,7 +444,7 @@ def resolve_conv_transpose(
     wshape = tuple(weight_shape)
     _check_weight("weight", wshape, ndim, f"(C_in, C_out/groups, {_spatial_names(ndim)})")
     _check_positive_sizes("input", ishape)
-    stride, dilation, groups = _spatial_ints("conv_transpose", ndim, dict(stride=stride, dilation=dilation, groups=groups), ())
+    stride, dilation, groups = _spatial_ints(ndim, stride, dilation, groups)
     kernel = wshape[2:]
     pb, pe = _transposed_padding(ndim, padding, kernel, stride, dilation)
     op = _check_output_padding(output_padding, ndim, stride, dilation)
@@ -564,7 +565,7 @@ def resolve_conv_transpose_input(
     wshape = tuple(weight_shape)
     _check_weight("weight", wshape, ndim, f"(C_in, C_out/groups, {_spatial_names(ndim)})")
     _check_positive_sizes("grad_output", gshape)
-    stride, dilation, groups = _spatial_ints("conv_transpose", ndim, dict(stride=stride, dilation=dilation, groups=groups), ())
+    stride, dilation, groups = _spatial_ints(ndim, stride, dilation, groups)
     kernel = wshape[2:]
     pb, pe = _transposed_padding(ndim, padding, kernel, stride, dilation)
     op = _check_output_padding(output_padding, ndim, stride, dilation)

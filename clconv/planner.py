@@ -68,6 +68,8 @@ def check_serves(algorithm: Algorithm, problem: Problem, device: cl.Device) -> N
 def heuristic_order(problem: Problem, device: cl.Device) -> list[str]:
     """Algorithms in the order to try without measuring (best guess first)."""
     g = problem.geometry
+    if not device.type & cl.device_type.GPU:
+        return _cpu_heuristic_order(problem)
     order = []
     if problem.pass_ == "backward_weight" and not g.is_depthwise:
         # the weight gradient's GEMM is small (C_out x C_in*taps) with a long contraction: without
@@ -90,6 +92,23 @@ def heuristic_order(problem: Problem, device: cl.Device) -> list[str]:
         if name not in seen:
             seen.append(name)
     return seen
+
+
+def _cpu_heuristic_order(problem: Problem) -> list[str]:
+    """CPU devices (PoCL): the GEMM without local memory (templates/gemm_cpu.mako) reads B with
+    vector loads only where B is contiguous along N: a column buffer, or the input or output
+    gradient of a 1x1 stride-1 layer.  So im2col first, gemm1x1 for those 1x1 layers, no split-K
+    (the cores are few: a GEMM has work-items enough); measured on PoCL in docs/performance.md."""
+    g = problem.geometry
+    order = []
+    if g.is_depthwise:
+        order.append("depthwise" if problem.pass_ == "backward_weight" else "direct")
+    if g.is_pointwise and all(s == 1 for s in g.stride):
+        order.append("gemm1x1")
+    if g.reduction_length < 8:
+        order.append("direct")
+    order += ["im2col", "gemm1x1", "implicit_gemm", "splitk", "direct"]
+    return list(dict.fromkeys(order))
 
 
 def candidates(problem: Problem, device: cl.Device) -> list[tuple[Algorithm, dict]]:

@@ -13,7 +13,7 @@ splitk          --                           --                           implic
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pyopencl as cl
 
@@ -43,12 +43,38 @@ GPU_TILES = [  # in order of preference where they waste the same (measured on a
     (32, 64, 16, 2, 4, 2, 1),
     (32, 32, 16, 4, 4, 4, 1),
 ]
-CPU_TILES = [  # PoCL: vector local loads, no pipelining (3x the old scalar tiles; docs/performance.md)
+CPU_TILES = [  # local-memory tiles for CPUs: vector local loads, no pipelining (3x the old scalar ones on PoCL)
     (64, 64, 16, 8, 8, 4, 0),
     (32, 64, 16, 4, 8, 4, 0),
     (64, 128, 16, 8, 8, 4, 0),
     (32, 32, 16, 4, 4, 4, 0),
 ]
+
+
+# CPU tiles without local memory (templates/gemm_cpu.mako): (WM, VN, LX): each work-item computes
+# WM rows x VN consecutive columns of C as WM vectors of VN lanes; at most LX work-items per
+# work-group, along M.
+CPU_KEYS = ("LOCAL", "WM", "VN", "LX")
+CPU_VECTOR_TILES = [  # in order of preference (measured on PoCL, AVX-512: docs/performance.md)
+    (16, 16, 8),  # 16 accumulators of 16 lanes: 81 GFLOP/s on a 1x1 1024->256 forward, one core
+    (8, 16, 8),   # half the rows: more work-items for small M
+    (16, 8, 8),   # 8 lanes: less waste on narrow images
+]
+
+
+def cpu_config(wm: int, vn: int, lx: int) -> dict:
+    return {"LOCAL": 0, "WM": wm, "VN": vn, "LX": lx}
+
+
+def is_cpu_config(tile: dict) -> bool:
+    return tile.get("LOCAL", 1) == 0
+
+
+def tile_extent(tile: dict) -> tuple[int, int, int]:
+    """(rows of M, columns of N, contraction step) one work-group covers."""
+    if is_cpu_config(tile):
+        return tile["WM"] * tile["LX"], tile["VN"], 1
+    return tile["TM"], tile["TN"], tile["TK"]
 
 
 def _tile_fits(tile, device: cl.Device, itemsize: int) -> bool:
@@ -59,9 +85,12 @@ def _tile_fits(tile, device: cl.Device, itemsize: int) -> bool:
     return threads <= device.max_work_group_size and local_bytes <= device.local_mem_size
 
 
-def gemm_tiles(m: int, n: int, device: cl.Device, itemsize: int, limit: int = 4, groups: int = 1) -> list[dict]:
+def gemm_tiles(m: int, n: int, device: cl.Device, itemsize: int, limit: int = 4, groups: int = 1,
+               vector_first: bool = True) -> list[dict]:
     """Tiles that fit the device, best guess first: least work wasted on the matrix edges, enough
-    work-groups to fill every compute unit (on a GPU), then the table's order of preference."""
+    work-groups to fill every compute unit (on a GPU), then the table's order of preference.  On a
+    CPU, the GEMM without local memory comes first when ``vector_first`` (else after one
+    local-memory tile)."""
     gpu = bool(device.type & cl.device_type.GPU)
     tiles = [t for t in (GPU_TILES if gpu else CPU_TILES) if _tile_fits(t, device, itemsize)]
     if not tiles:  # a tiny device: one work-item per output, still tiled through local memory
@@ -80,7 +109,16 @@ def gemm_tiles(m: int, n: int, device: cl.Device, itemsize: int, limit: int = 4,
         return waste
 
     tiles.sort(key=cost)  # stable: equal costs keep the table's order of preference
-    return [dict(zip(TILE_KEYS, t)) for t in tiles[:limit]]
+    configs = [dict(zip(TILE_KEYS, t)) for t in tiles]
+    if not gpu:
+        # no local memory, no barriers: what PoCL runs fastest (docs/performance.md); the
+        # local-memory tiles stay as candidates for tuning
+        vector = [cpu_config(*t) for t in CPU_VECTOR_TILES if t[2] <= device.max_work_group_size]
+        if vector_first:
+            configs = vector[:2] + configs[:1] + vector[2:] + configs[1:]
+        else:
+            configs = configs[:1] + vector[:2] + configs[1:2] + vector[2:] + configs[2:]
+    return configs[:limit]
 
 
 @dataclass(frozen=True)
@@ -108,6 +146,8 @@ class GemmShape:
 def build_gemm(queue, sources, problem: Problem, shape: GemmShape, tile: dict, index: str, label: str):
     """Render and build one GEMM; return ``(kernel, global_size, local_size)``."""
     geometry = problem.geometry
+    if is_cpu_config(tile):
+        return _build_cpu_gemm(queue, sources, problem, shape, tile, index, label)
     program = render_and_build(
         queue, sources, "gemm.mako", label,
         geom=geometry, real=problem.real, index=index,
@@ -121,6 +161,48 @@ def build_gemm(queue, sources, problem: Problem, shape: GemmShape, tile: dict, i
         rounded(shape.M, tile["TM"]) // tile["WM"],
         geometry.groups * shape.splits,
     )
+    kernel = get_kernel(program, "clc_gemm") if program is not None else None
+    return kernel, global_size, local
+
+
+def _b_row(problem: Problem, shape: GemmShape) -> tuple[bool, int]:
+    """Whether B is contiguous along N (the CPU GEMM then reads its rows with vload), and the
+    length of the contiguous runs: all of N for a column buffer, one image's pixels otherwise."""
+    g = problem.geometry
+    if shape.b_view == "b_columns":
+        return True, shape.N
+    if shape.b_view == "b_grad_output_cols":
+        return True, g.out_pixels
+    unit_stride = all(s == 1 for s in g.stride)
+    if shape.b_view == "b_input_pointwise" and g.is_pointwise and unit_stride:
+        return True, g.out_pixels
+    if shape.b_view == "b_grad_output_gather" and g.is_pointwise and unit_stride:
+        return True, g.in_pixels
+    return False, shape.N
+
+
+def vector_first(problem: Problem, shape: GemmShape) -> bool:
+    """Whether the CPU GEMM without local memory is the first guess: not for an implicit im2col /
+    col2im B without a row form, whose lane-by-lane index decoding costs more than staging tiles
+    through local memory (measured on PoCL: docs/performance.md)."""
+    implicit = shape.b_view in ("b_input_unfold", "b_input_unfold_t", "b_grad_output_gather")
+    return not implicit or _b_row(problem, shape)[0]
+
+
+def _build_cpu_gemm(queue, sources, problem: Problem, shape: GemmShape, tile: dict, index: str, label: str):
+    """The CPU GEMM (templates/gemm_cpu.mako): one work-item per WM x VN block of C."""
+    b_row, run = _b_row(problem, shape)
+    blocks = -(-shape.M // tile["WM"])
+    lm = min(tile["LX"], blocks)  # work-items per work-group along M
+    program = render_and_build(
+        queue, sources, "gemm_cpu.mako", label,
+        geom=problem.geometry, real=problem.real, index=index,
+        M=shape.M, N=shape.N, K=shape.K, KSPLIT=shape.ksplit or shape.K,
+        a_view=shape.a_view, b_view=shape.b_view, c_view=shape.c_view, a=shape.a, b=shape.b, c=shape.c,
+        b_row=b_row, RUN=run, WM=tile["WM"], VN=tile["VN"], LM=lm,
+    )
+    local = (lm, 1, 1)
+    global_size = (rounded(blocks, lm), -(-shape.N // tile["VN"]), problem.geometry.groups * shape.splits)
     kernel = get_kernel(program, "clc_gemm") if program is not None else None
     return kernel, global_size, local
 
@@ -139,6 +221,8 @@ def gemm_launch(queue, sources, problem, shape: GemmShape, tile: dict, index: st
 
 def _tile_config(config: dict) -> dict:
     """The GEMM template's tile parameters from a config (VW, PIPE default as TILE_DEFAULTS)."""
+    if is_cpu_config(config):
+        return {k: config[k] for k in CPU_KEYS}
     return {k: config.get(k, TILE_DEFAULTS.get(k)) for k in TILE_KEYS}
 
 
@@ -210,7 +294,8 @@ class ImplicitGemm(Algorithm):
 
     def configs(self, problem, device):
         shape = self._shape(problem)
-        return gemm_tiles(shape.M, shape.N, device, problem.itemsize, groups=problem.geometry.groups)
+        return gemm_tiles(shape.M, shape.N, device, problem.itemsize, groups=problem.geometry.groups,
+                          vector_first=vector_first(problem, shape))
 
     def prepare(self, problem, config, queue, device):
         shape = self._shape(problem)
@@ -252,13 +337,14 @@ class SplitK(Algorithm):
         g = problem.geometry
         K = g.batch * g.out_pixels
         shape = weight_shape(g, "b_input_unfold_t")
-        tiles = -(-shape.M // tile["TM"]) * -(-shape.N // tile["TN"]) * g.groups
+        tm, tn, tk = tile_extent(tile)
+        tiles = -(-shape.M // tm) * -(-shape.N // tn) * g.groups
         target = 4 * device.max_compute_units  # enough work-groups to fill the device, with slack
         limit = workspace_limit(device)
         out = []
         for s in range(2, 257):
             # pieces divide the contraction evenly, in whole TK steps, and are long enough to pay
-            if K % s or (K // s) % tile["TK"] or K // s < self.MIN_PIECE:
+            if K % s or (K // s) % tk or K // s < self.MIN_PIECE:
                 continue
             if s * g.groups * shape.M * shape.N * problem.itemsize > limit:
                 continue
@@ -279,7 +365,8 @@ class SplitK(Algorithm):
         # The split supplies the parallelism, so rank tiles by edge waste and reuse alone (a huge
         # group count switches off gemm_tiles' fill-the-device term); then the best split per tile.
         out = []
-        for tile in gemm_tiles(shape.M, shape.N, device, problem.itemsize, groups=1 << 20):
+        for tile in gemm_tiles(shape.M, shape.N, device, problem.itemsize, groups=1 << 20,
+                               vector_first=vector_first(problem, shape)):
             splits = self.splits_for(problem, device, tile)
             if splits:
                 out.append({**tile, "splits": splits[0]})
@@ -312,8 +399,17 @@ class Im2col(Algorithm):
         g = problem.geometry
         return g.groups * g.cin_per_group * g.kernel_volume * g.out_pixels * problem.itemsize
 
-    def chunk_batch(self, problem: Problem, device) -> int:
-        return largest_chunk(problem.geometry.batch, self._column_bytes_per_image(problem), workspace_limit(device))
+    # With the CPU GEMM, images per launch are capped so that the column buffer stays about
+    # cache-sized (measured on PoCL: 1-2 images' columns per launch ran the forward and weight
+    # gradient of 3x3 layers up to 1.9x faster than a buffer for the whole batch)
+    CPU_COLUMN_BYTES = 2 << 20
+
+    def chunk_batch(self, problem: Problem, device, config: dict | None = None) -> int:
+        per_image = self._column_bytes_per_image(problem)
+        limit = workspace_limit(device)
+        if config is not None and is_cpu_config(config):
+            limit = min(limit, max(self.CPU_COLUMN_BYTES, per_image))
+        return largest_chunk(problem.geometry.batch, per_image, limit)
 
     def decline_reason(self, problem, device):
         reason = super().decline_reason(problem, device)
@@ -342,19 +438,33 @@ class Im2col(Algorithm):
 
     def prepare(self, problem, config, queue, device):
         g = problem.geometry
-        nb = self.chunk_batch(problem, device)
+        nb = self.chunk_batch(problem, device, config)
         col_bytes = nb * self._column_bytes_per_image(problem)
         index = problem.index_type(col_bytes // problem.itemsize)
         shape = self._shape(problem, nb)
         tile = _tile_config(config)
+        # the CPU GEMM's weight gradient reads the column buffer transposed, colT[g][(b, po)][(ci, tap)]
+        # (clc_im2col_t): contiguous along N, so its rows are vector loads rather than lane gathers
+        transposed = is_cpu_config(tile) and problem.pass_ == "backward_weight"
+        if transposed:
+            shape = replace(shape, b_view="b_columns", b_nfast=True)
         sources: list = []
         common = dict(geom=g, real=problem.real, index=index, chunk_batch=nb)
         launches = []
         gemm = build_gemm(queue, sources, problem, shape, tile, index, self.name)
         if problem.pass_ in ("forward", "backward_weight"):
-            unfold = render_and_build(queue, sources, "im2col.mako", self.name, kernel="im2col", bias=False, **common)
-            unfold_kernel = get_kernel(unfold, "clc_im2col") if unfold is not None else None
-            unfold_global = (rounded(nb * g.out_pixels, 64), g.groups * g.cin_per_group * g.kernel_volume)
+            rows = g.groups * g.cin_per_group * g.kernel_volume
+            if is_cpu_config(tile):  # with the CPU GEMM: one work-item per output row (or pixel)
+                unfold = render_and_build(queue, sources, "im2col_rows.mako", self.name, **common)
+                name = "clc_im2col_t" if transposed else "clc_im2col_rows"
+                unfold_kernel = get_kernel(unfold, name) if unfold is not None else None
+                unfold_global: tuple[int, ...] = ((g.out_pixels, nb, g.groups) if transposed
+                                                  else (g.out_size[0] * g.out_size[1], nb, rows))
+            else:
+                unfold = render_and_build(queue, sources, "im2col.mako", self.name, kernel="im2col", bias=False,
+                                          **common)
+                unfold_kernel = get_kernel(unfold, "clc_im2col") if unfold is not None else None
+                unfold_global = (rounded(nb * g.out_pixels, 64), rows)
             for chunk in range(0, g.batch, nb):
                 launches.append(Launch(unfold_kernel, unfold_global, None, (Arg("x"), Arg("col", with_offset=False), np.int32(chunk))))
                 if problem.pass_ == "forward":

@@ -1,0 +1,151 @@
+## GEMM C = A x B per group (and per split-K piece) for CPU devices (PoCL): no local memory, no
+## barriers.  Each work-item computes a WM x VN block of C: WM rows of M for a run of VN consecutive
+## columns of N, held as WM vectors of VN lanes.  The contraction loop is innermost: per k it loads
+## one VN-wide row of B and broadcasts WM scalars of A into WM vector FMAs, which LLVM maps onto
+## AVX/AVX-512 FMAs with the A broadcast folded into the instruction.  (PoCL's own vectorisation
+## across work-items does not reach into a kernel's inner loops, so the vectors are explicit.)
+##
+## B is read with vload where the view is contiguous along N (B_ROW below: the address of
+## B(k_begin, n0) and the step per k); a run that crosses an image boundary or the matrix edge, and
+## views without a row form (the implicit im2col), assemble the vector lane by lane from the
+## operand view.  C is stored the same way: one vstore when the run lies inside one row of C.
+##
+## Parameters (all baked in): geom, real, index, M, N, K, KSPLIT, a_view/b_view/c_view and their
+## dicts a/b/c (operands.mako), WM (rows per work-item), VN (columns per work-item: 4, 8 or 16),
+## LM (work-items per work-group, along M), b_row (Python's decision that this view/geometry has
+## a row form), RUN (columns of N that are contiguous in B: N, or one image's pixels).
+<%namespace name="prelude" file="prelude.mako"/>
+<%namespace name="views" file="operands.mako"/>
+${prelude.header(geom, real, index)}
+<%
+    vec = f"{real}{VN}"
+    comps = "0123456789abcdef"
+    CHECK_M = M % WM != 0
+    # address of B(k_begin, n0) and the step per k, for views contiguous along N (see b_row)
+    B_ROW = {
+        "b_columns": ("b + (g * CLC_K + k_begin) * CLC_NN + n0", "CLC_NN"),
+        "b_input_pointwise": ("b + ((chunk + n0 / CLC_OP) * CLC_CIN + g * CLC_CI + k_begin) * CLC_IP + n0 % CLC_OP",
+                              "CLC_IP"),
+        "b_grad_output_cols": ("b + ((chunk + n0 / CLC_OP) * CLC_COUT + g * CLC_CO + k_begin) * CLC_OP + n0 % CLC_OP",
+                               "CLC_OP"),
+        "b_grad_output_gather": ("b + ((chunk + n0 / CLC_IP) * CLC_COUT + g * CLC_CO + k_begin) * CLC_OP + n0 % CLC_IP",
+                                 "CLC_OP"),
+    }.get(b_view) if b_row else None
+%>
+${getattr(views, a_view)(a)}
+${getattr(views, b_view)(b)}
+${getattr(views, c_view)(c)}
+
+#define CLC_M ((clc_idx)${M})
+#define CLC_NN ((clc_idx)${N})
+#define CLC_K ((clc_idx)${K})
+<%def name="fmas(a_rows=False)">
+% for i in range(WM):
+% if a_rows:
+            acc${i} = fma((${vec})(ap[${i} * CLC_OP]), bv, acc${i});
+% else:
+            acc${i} = fma((${vec})(clc_load_a(a, g, row${i}, k, chunk)), bv, acc${i});
+% endif
+% endfor
+</%def>
+
+__kernel __attribute__((reqd_work_group_size(${LM}, 1, 1)))
+void clc_gemm(__global const clc_real* restrict a_base, const long a_off,
+              __global const clc_real* restrict b_base, const long b_off,
+              __global clc_real* restrict c_base, const long c_off,
+              __global const clc_real* restrict bias_base, const long bias_off,
+              const int chunk)
+{
+    __global const clc_real* restrict a = a_base + a_off;
+    __global const clc_real* restrict b = b_base + b_off;
+    __global clc_real* restrict c = c_base + c_off;
+    __global const clc_real* restrict bias = bias_base + bias_off;
+
+    /* M varies fastest: the work-items of a work-group, and the work-groups that follow, share one
+       K x VN panel of B (kept in cache) and sweep the rows of A (small: weights or a gradient). */
+    const clc_idx m0 = (clc_idx)get_global_id(0) * ${WM};
+    if (m0 >= CLC_M) return;  /* the launch rounds M up to whole work-groups */
+    const clc_idx n0 = (clc_idx)get_global_id(1) * ${VN};
+    const clc_idx g = get_group_id(2) % CLC_G;
+    const clc_idx split = get_group_id(2) / CLC_G;
+    const clc_idx k_begin = split * ${KSPLIT};
+    const clc_idx k_end = min(k_begin + ${KSPLIT}, CLC_K);
+
+% for i in range(WM):
+% if CHECK_M:
+    const clc_idx row${i} = min(m0 + ${i}, CLC_M - 1);  /* rows past M read row M-1, never stored */
+% else:
+    const clc_idx row${i} = m0 + ${i};
+% endif
+    ${vec} acc${i} = (${vec})0;
+% endfor
+
+% if B_ROW:
+    if (n0 % ${RUN} + ${VN} <= ${RUN} && n0 + ${VN} <= CLC_NN) {
+        __global const clc_real* bp = ${B_ROW[0]};
+% if a_view == "a_grad_output_rows" and not CHECK_M:
+        /* A = dy rows: contiguous within one image, so walk it with a pointer, image by image
+           (decoding k = (b, po) per step would cost a division and WM address computations) */
+        for (clc_idx k = k_begin; k < k_end;) {
+            const clc_idx k_stop = min(k_end, (k / CLC_OP + 1) * CLC_OP);
+            __global const clc_real* ap = a + ((chunk + k / CLC_OP) * CLC_COUT + g * CLC_CO + m0) * CLC_OP + k % CLC_OP;
+            for (; k < k_stop; ++k, ++ap, bp += ${B_ROW[1]}) {
+                const ${vec} bv = vload${VN}(0, bp);
+${fmas(True)}
+            }
+        }
+% else:
+        for (clc_idx k = k_begin; k < k_end; ++k, bp += ${B_ROW[1]}) {
+            const ${vec} bv = vload${VN}(0, bp);
+${fmas()}
+        }
+% endif
+    } else
+% endif
+    {
+        for (clc_idx k = k_begin; k < k_end; ++k) {
+            ${vec} bv;
+% for v in range(VN):
+            bv.s${comps[v]} = n0 + ${v} < CLC_NN ? clc_load_b(b, g, k, n0 + ${v}, chunk) : (clc_real)0;
+% endfor
+${fmas()}
+        }
+    }
+
+% for i in range(WM):
+    {
+        const clc_idx m = m0 + ${i};
+% if CHECK_M:
+        if (m < CLC_M) {
+% else:
+        {
+% endif
+% if c_view == "c_nchw":
+            const clc_idx pixel = n0 % ${c["pixels"]};
+            if (pixel + ${VN} <= ${c["pixels"]}) {
+                const clc_idx bi = chunk + n0 / ${c["pixels"]}, channel = g * ${c["M"]} + m;
+% if c["bias"]:
+                acc${i} += (${vec})(bias[channel]);
+% endif
+                vstore${VN}(acc${i}, 0, c + (bi * ${c["channels"]} + channel) * ${c["pixels"]} + pixel);
+            } else
+% elif c_view == "c_matrix":
+            if (n0 + ${VN} <= CLC_NN) {
+                __global clc_real* row = c + ((split * CLC_G + g) * ${c["M"]} + m) * ${c["N"]} + n0;
+% if c["accumulate"]:
+                /* later batch chunks add onto the earlier ones, in launch order: deterministic */
+                vstore${VN}((chunk == 0 ? (${vec})0 : vload${VN}(0, row)) + acc${i}, 0, row);
+% else:
+                vstore${VN}(acc${i}, 0, row);
+% endif
+            } else
+% endif
+            {
+% for v in range(VN):
+                if (n0 + ${v} < CLC_NN) clc_store_c(c, bias, g, split, m, n0 + ${v}, acc${i}.s${comps[v]}, chunk);
+% endfor
+            }
+        }
+    }
+% endfor
+}

@@ -97,13 +97,16 @@ def heuristic_order(problem: Problem, device: cl.Device) -> list[str]:
 def _cpu_heuristic_order(problem: Problem) -> list[str]:
     """CPU devices (PoCL): the GEMM without local memory (templates/gemm_cpu.mako) reads B with
     vector loads only where B is contiguous along N: a column buffer, or the input or output
-    gradient of a 1x1 stride-1 layer.  So im2col first, gemm1x1 for those 1x1 layers, no split-K
-    (the cores are few: a GEMM has work-items enough); measured on PoCL in docs/performance.md."""
+    gradient of a 1x1 stride-1 layer.  So im2col first, gemm1x1 for those 1x1 layers' forward and
+    data gradient, no split-K (the cores are few: a GEMM has work-items enough); measured on PoCL
+    in docs/performance.md."""
     g = problem.geometry
     order = []
     if g.is_depthwise:
         order.append("depthwise" if problem.pass_ == "backward_weight" else "direct")
-    if g.is_pointwise and all(s == 1 for s in g.stride):
+    if g.is_pointwise and all(s == 1 for s in g.stride) and problem.pass_ != "backward_weight":
+        # the 1x1 weight gradient's B (the input, transposed) has no row form: im2col's transposed
+        # column buffer ran it 3-4x faster
         order.append("gemm1x1")
     if g.reduction_length < 8:
         order.append("direct")

@@ -21,16 +21,18 @@ ${prelude.header(geom, real, index)}
     vec = f"{real}{VN}"
     comps = "0123456789abcdef"
     CHECK_M = M % WM != 0
-    # address of B(k_begin, n0) and the step per k, for views contiguous along N (see b_row)
+    # address of B(k_begin, n) (format with n=) and the step per k, for views contiguous along N (b_row)
     B_ROW = {
-        "b_columns": ("b + (g * CLC_K + k_begin) * CLC_NN + n0", "CLC_NN"),
-        "b_input_pointwise": ("b + ((chunk + n0 / CLC_OP) * CLC_CIN + g * CLC_CI + k_begin) * CLC_IP + n0 % CLC_OP",
+        "b_columns": ("b + (g * CLC_K + k_begin) * CLC_NN + {n}", "CLC_NN"),
+        "b_input_pointwise": ("b + ((chunk + {n} / CLC_OP) * CLC_CIN + g * CLC_CI + k_begin) * CLC_IP + {n} % CLC_OP",
                               "CLC_IP"),
-        "b_grad_output_cols": ("b + ((chunk + n0 / CLC_OP) * CLC_COUT + g * CLC_CO + k_begin) * CLC_OP + n0 % CLC_OP",
+        "b_grad_output_cols": ("b + ((chunk + {n} / CLC_OP) * CLC_COUT + g * CLC_CO + k_begin) * CLC_OP + {n} % CLC_OP",
                                "CLC_OP"),
-        "b_grad_output_gather": ("b + ((chunk + n0 / CLC_IP) * CLC_COUT + g * CLC_CO + k_begin) * CLC_OP + n0 % CLC_IP",
+        "b_grad_output_gather": ("b + ((chunk + {n} / CLC_IP) * CLC_COUT + g * CLC_CO + k_begin) * CLC_OP + {n} % CLC_IP",
                                  "CLC_OP"),
     }.get(b_view) if b_row else None
+    ivec = f"{'long' if real == 'double' else 'int'}{VN}"
+    lanes = f"({ivec})(" + ", ".join(str(v) for v in range(VN)) + ")"
 %>
 ${getattr(views, a_view)(a)}
 ${getattr(views, b_view)(b)}
@@ -82,7 +84,7 @@ void clc_gemm(__global const clc_real* restrict a_base, const long a_off,
 
 % if B_ROW:
     if (n0 % ${RUN} + ${VN} <= ${RUN} && n0 + ${VN} <= CLC_NN) {
-        __global const clc_real* bp = ${B_ROW[0]};
+        __global const clc_real* bp = ${B_ROW[0].format(n="n0")};
 % if a_view == "a_grad_output_rows" and not CHECK_M:
         /* A = dy rows: contiguous within one image, so walk it with a pointer, image by image
            (decoding k = (b, po) per step would cost a division and WM address computations) */
@@ -97,6 +99,20 @@ ${fmas(True)}
 % else:
         for (clc_idx k = k_begin; k < k_end; ++k, bp += ${B_ROW[1]}) {
             const ${vec} bv = vload${VN}(0, bp);
+${fmas()}
+        }
+% endif
+% if RUN < N:
+    } else if (n0 + ${VN} <= CLC_NN) {
+        /* the run crosses into the next image: two row reads merged lane by lane.  Both stay
+           inside the tensor: the first runs on into this image's next row, the second starts
+           in the previous one. */
+        const int split = ${RUN} - (int)(n0 % ${RUN});
+        const ${ivec} first = ${lanes} < (${ivec})split;
+        __global const clc_real* bp = ${B_ROW[0].format(n="n0")};
+        __global const clc_real* bq = ${B_ROW[0].format(n="(n0 + split)")} - split;
+        for (clc_idx k = k_begin; k < k_end; ++k, bp += ${B_ROW[1]}, bq += ${B_ROW[1]}) {
+            const ${vec} bv = select(vload${VN}(0, bq), vload${VN}(0, bp), first);
 ${fmas()}
         }
 % endif

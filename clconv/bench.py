@@ -121,12 +121,7 @@ def _time_torch(torch, fn, repeats: int, gpu: bool, statistic=statistics.median)
             end.synchronize()
             times.append(start.elapsed_time(end))
         return statistic(times)
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - t0) * 1e3)
-    return statistic(times)
+    return _time_host(fn, repeats, statistic)
 
 
 def numpy_im2col_forward(g, x: np.ndarray, w: np.ndarray) -> np.ndarray:

@@ -7,7 +7,6 @@ events, GFLOP/s, and the largest error against the float64 NumPy reference.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 
 import numpy as np
@@ -17,7 +16,7 @@ from . import reference
 from .algorithms import Operand, Problem
 from .device import default_device_choice, default_queue, is_gpu
 from .geometry import resolve_conv
-from .planner import plan, profiling_queue
+from .planner import plan, profiling_queue, time_runner
 
 # (name, input NCHW, weight OIHW, stride, padding, groups): small-batch versions of real layers.
 LAYERS = [
@@ -65,12 +64,7 @@ def run(passes=PASSES, repeats: int = 5, layers=LAYERS, out=sys.stdout) -> list[
             operands = {names[0]: Operand(a_dev.base_data), names[1]: Operand(b_dev.base_data),
                         names[2]: Operand(result.base_data)}
             runner = plan(problem, pqueue, "auto")
-            times = []
-            for _ in range(repeats + 1):
-                events = runner.run(pqueue, operands)
-                events[-1].wait()
-                times.append((events[-1].profile.end - events[0].profile.start) * 1e-6)
-            ms = statistics.median(times[1:])
+            ms = time_runner(runner, pqueue, operands, repeats) * 1e3  # one warm-up, median of the rest
             ref = reference.run_pass(pass_, g, a, b)
             got = result.get()
             err = float(np.max(np.abs(got - ref)) / max(1.0, float(np.max(np.abs(ref)))))

@@ -31,7 +31,7 @@ from . import tuning
 from .algorithms import REGISTRY, LaunchError, Problem, bias_gradient_runner
 from .geometry import ConvGeometry, Resolved
 from .planner import _label as planner_label
-from .planner import check_serves, get_algorithm, plan, tune
+from .planner import candidates, check_serves, get_algorithm, plan, tune
 from .tensors import (
     check_allocation, check_device_dtype, check_out, check_tensor, common_dtype, pick_queue, to_operand,
 )
@@ -134,8 +134,6 @@ def _check_pass(pass_: str, resolved: Resolved, dtype: np.dtype, queue: cl.Comma
 
 
 def _render_sources(problem: Problem, queue: cl.CommandQueue, algorithm: str) -> str:
-    from .planner import candidates
-    from . import tuning
 
     device = queue.device
     if algorithm == "auto":

@@ -134,7 +134,6 @@ def _check_pass(pass_: str, resolved: Resolved, dtype: np.dtype, queue: cl.Comma
 
 
 def _render_sources(problem: Problem, queue: cl.CommandQueue, algorithm: str) -> str:
-
     device = queue.device
     if algorithm == "auto":
         entry = tuning.lookup(device, problem.key())

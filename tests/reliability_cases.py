@@ -73,7 +73,11 @@ CASES = [
     Case(2, 2, 4, 6, (7, 6), (3, 3), 1, 1, 1, 2, bias=True),
     Case(2, 1, 3, 5, (9, 8), (3, 2), 2, ((1, 2), (0, 1)), (1, 2)),
     Case(3, 1, 2, 3, (4, 5, 3), (2, 3, 2), (1, 2, 1), (1, 0, 1)),
-    Case(1, 3, 4, 4, (11,), (3,), 2, 2, 2, 4, bias=True, only=("direct", "implicit_gemm", "depthwise")),
+    Case(1, 3, 4, 4, (11,), (3,), 2, 2, 2, 4, bias=True,
+         only=("direct", "implicit_gemm", "depthwise", "depthwise_rows")),
+    # depthwise with 2 outputs per channel, stride 1: rows of 21 run as a 16-lane vector, an
+    # overlapping tail vector and padded edge columns
+    Case(2, 2, 3, 6, (5, 21), (3, 3), 1, 1, 1, 3, bias=True, only=("depthwise_rows",)),
     Case(2, 2, 5, 7, (5, 3), (1, 1), 2, 0, bias=True, only=("gemm1x1",)),
     Case(2, 2, 2, 3, (16, 16), (3, 3), 1, 1, passes=("backward_weight",), only=("splitk",)),
 ]

@@ -21,7 +21,7 @@ from clconv.geometry import resolve_conv
 import transposed_reference as R
 from helpers import assert_matches, poisoned, random
 from transposed_reference import (
-    CASES, SPLITK_CASE, at_offset, check_guards, depthwise_expected_to_serve, guarded, splitk_expected_to_serve,
+    CASES, SPLITK_CASE, at_offset, check_guards, expected_to_decline, guarded, splitk_expected_to_serve,
 )
 
 
@@ -72,14 +72,8 @@ def test_reference_conv_input_by_hand():
 
 
 def _expect_decline(algorithm: str, pass_: str, case) -> bool:
-    """Our own statement of the documented serving rules (not a call into the algorithms)."""
-    if algorithm == "gemm1x1":
-        return not case.is_pointwise
-    if algorithm == "splitk":
-        return not splitk_expected_to_serve(case.weight_reduction)
-    if algorithm == "depthwise":
-        return not depthwise_expected_to_serve(case.cin // case.groups, case.kernel)
-    return False
+    return expected_to_decline(algorithm, pointwise=case.is_pointwise, cin_per_group=case.cin // case.groups,
+                               kernel=case.kernel, weight_reduction=case.weight_reduction)
 
 
 @pytest.mark.parametrize("algorithm", clconv.algorithms("backward_data") + ["auto"])

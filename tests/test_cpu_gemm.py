@@ -158,8 +158,7 @@ def test_cpu_heuristic_prefers_column_buffers_and_1x1_gemms():
     assert [first(ODD_3X3, p) for p in PASSES] == ["im2col"] * 3
     assert [first("mb3ic16ih5oc10oh5kh1ph0", p) for p in PASSES] == ["gemm1x1", "gemm1x1", "im2col"]
     assert first("mb2ic16ih7oc5oh4kh1sh2ph0", "forward") == "im2col"  # strided 1x1: no row form
-    assert first("mb2g6ic6ih7oc6oh7kh3ph1", "forward") == "direct"
-    assert first("mb2g6ic6ih7oc6oh7kh3ph1", "backward_weight") == "depthwise"
+    assert [first("mb2g6ic6ih7oc6oh7kh3ph1", p) for p in PASSES] == ["depthwise_rows"] * 3
 
 
 def test_implicit_im2col_views_keep_a_local_memory_tile_first():

@@ -45,7 +45,9 @@ def oclgrind_cases(which: str):
         # 3D with a kernel as large as the padded input along one axis
         Case(3, 1, 1, 2, (3, 3, 2), (2, 2, 3), 1, (0, 1, 1), only=("direct", "implicit_gemm")),
         # 1D depthwise with stride and dilation, the transposed op's bias through col2im
-        Case(1, 2, 3, 3, (9,), (3,), 2, 1, 2, 3, bias=True, only=("direct", "im2col", "depthwise")),
+        Case(1, 2, 3, 3, (9,), (3,), 2, 1, 2, 3, bias=True, only=("direct", "im2col", "depthwise", "depthwise_rows")),
+        # 2D depthwise, 2 outputs per channel: depthwise_rows' vectors, overlapping tail and edges
+        Case(2, 1, 2, 4, (3, 19), (3, 3), 1, 1, 1, 2, bias=True, only=("depthwise_rows",)),
         # 1x1 strided: the pointwise GEMM views
         Case(2, 1, 3, 2, (3, 3), (1, 1), 2, 0, bias=True, only=("gemm1x1",)),
         # split-K's partials and its reduction kernel (the child lowers SplitK.MIN_PIECE so that a

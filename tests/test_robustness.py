@@ -234,11 +234,12 @@ def test_unwritable_cache_dir_degrades_to_memory_with_one_warning(tmp_path):
 
 # -- device faults ---------------------------------------------------------------------------------------------
 
-DEPTHWISE = ((1, 2, 5, 4), (2, 1, 3, 3), 1, 2)  # heuristic order puts `direct` first here
+# a reduction of 6 terms (2 channels x 3x1 taps): the heuristic order puts `direct` first here
+SHORT_REDUCTION = ((1, 2, 5, 4), (2, 2, 3, 1), 1, 1)
 
 
-def _depthwise(rng):
-    xshape, wshape, padding, groups = DEPTHWISE
+def _short_reduction(rng):
+    xshape, wshape, padding, groups = SHORT_REDUCTION
     x, w = random(rng, xshape), random(rng, wshape)
     g = resolve_conv(2, xshape, wshape, None, 1, padding, 1, groups).geometry
     return x, w, g
@@ -254,8 +255,8 @@ def _user_template(directory: Path, name: str, old: str, new: str) -> None:
 def _check_fallback(queue, rng, failing_label: str, expect: type):
     """Named `direct` raises ``expect`` naming kernel/template and geometry; `auto` falls back to another
     algorithm, records the failure, and does not try `direct` again once that is remembered."""
-    x, w, g = _depthwise(rng)
-    xshape, wshape, padding, groups = DEPTHWISE
+    x, w, g = _short_reduction(rng)
+    xshape, wshape, padding, groups = SHORT_REDUCTION
     assert planner.heuristic_order(Problem(g, "forward", "float32"), queue.device)[0] == "direct"
     with pytest.raises(expect) as info:
         clconv.conv2d(x, w, padding=padding, groups=groups, algorithm="direct")
@@ -309,9 +310,10 @@ def test_workspace_allocation_failure_names_kernel_and_geometry(queue, rng, fres
     huge = queue.device.max_mem_alloc_size + 4096
     monkeypatch.setenv("CLCONV_WORKSPACE_LIMIT", str(10 * huge))
     monkeypatch.setattr(type(REGISTRY["im2col"]), "_column_bytes_per_image", lambda self, problem: huge)
-    x, w, g = _depthwise(rng)
+    x, w, g = _short_reduction(rng)
+    _, _, padding, groups = SHORT_REDUCTION
     with pytest.raises(LaunchError, match=r"could not allocate its \d+-byte workspace 'col'") as info:
-        clconv.conv2d(x, w, padding=1, groups=2, algorithm="im2col")
+        clconv.conv2d(x, w, padding=padding, groups=groups, algorithm="im2col")
     assert g.tag() in str(info.value) and "im2col" in str(info.value)
 
 

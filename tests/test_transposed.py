@@ -20,8 +20,7 @@ from clconv.geometry import resolve_conv_transpose
 import transposed_reference as R
 from helpers import assert_matches, poisoned, random
 from transposed_reference import (
-    CASES, SPLITK_CASE, T_CASES, at_offset, check_guards, depthwise_expected_to_serve, guarded,
-    splitk_expected_to_serve,
+    CASES, SPLITK_CASE, T_CASES, at_offset, check_guards, expected_to_decline, guarded, splitk_expected_to_serve,
 )
 
 TCASES = [case.transposed() for case in CASES] + T_CASES
@@ -43,6 +42,12 @@ def _op(t, suffix=""):
 
 
 # -- the reference ----------------------------------------------------------------------------------
+
+
+def _declines(algorithm: str, t, weight_reduction: int | None = None) -> bool:
+    # the canonical convolution of a transposed op has C_in/groups = the weight's second dim
+    return expected_to_decline(algorithm, pointwise=t.is_pointwise, cin_per_group=t.weight_shape[1],
+                               kernel=t.kernel, weight_reduction=weight_reduction)
 
 
 @pytest.mark.parametrize("t", TCASES, ids=repr)
@@ -95,8 +100,8 @@ def test_conv_transpose_every_algorithm(queue, rng, t, algorithm):
     # device inputs that start inside their buffers; an output with NaN guard bands either side
     xd, wd = at_offset(queue, x), at_offset(queue, w)
     bd = None if b is None else at_offset(queue, b)
-    if algorithm == "gemm1x1" and not t.is_pointwise:
-        with pytest.raises(ValueError, match="gemm1x1"):
+    if _declines(algorithm, t):
+        with pytest.raises(ValueError, match=algorithm):
             _op(t)(xd, wd, bd, **args)
         return
     out, whole = guarded(queue, t.output_shape)
@@ -111,8 +116,8 @@ def test_conv_transpose_every_algorithm(queue, rng, t, algorithm):
 def test_conv_transpose_input_every_algorithm(queue, rng, t, algorithm):
     _, w, _, gy = _data(rng, t)
     args = dict(t.args(), algorithm=algorithm)
-    if algorithm == "gemm1x1" and not t.is_pointwise:
-        with pytest.raises(ValueError, match="gemm1x1"):
+    if _declines(algorithm, t):
+        with pytest.raises(ValueError, match=algorithm):
             _op(t, "_input")(gy, w, **args)
         return
     out, whole = guarded(queue, t.input_shape)
@@ -127,10 +132,7 @@ def test_conv_transpose_input_every_algorithm(queue, rng, t, algorithm):
 def test_conv_transpose_weight_every_algorithm(queue, rng, t, algorithm):
     x, _, _, gy = _data(rng, t)
     args = dict(t.args(), algorithm=algorithm)
-    declines = (algorithm == "gemm1x1" and not t.is_pointwise) or (
-        algorithm == "splitk" and not splitk_expected_to_serve(t.weight_grad_reduction)) or (
-        algorithm == "depthwise" and not depthwise_expected_to_serve(t.weight_shape[1], t.kernel))
-    if declines:
+    if _declines(algorithm, t, t.weight_grad_reduction):
         with pytest.raises(ValueError, match=algorithm):
             _op(t, "_weight")(x, t.weight_shape, gy, **args)
         return

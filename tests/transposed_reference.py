@@ -376,6 +376,22 @@ def depthwise_expected_to_serve(cin_per_group: int, kernel, max_taps: int = 32) 
     return cin_per_group == 1 and _prod(kernel) <= max_taps
 
 
+def expected_to_decline(algorithm: str, *, pointwise: bool, cin_per_group: int, kernel,
+                        weight_reduction: int | None = None) -> bool:
+    """The documented serving rules of the algorithms that serve only some geometries (our own
+    statement of them, not a call into the algorithms); ``cin_per_group`` and ``kernel`` are the
+    canonical convolution's, ``weight_reduction`` matters to the weight gradient's split-K only."""
+    if algorithm == "gemm1x1":
+        return not pointwise
+    if algorithm == "splitk":
+        return weight_reduction is not None and not splitk_expected_to_serve(weight_reduction)
+    if algorithm == "depthwise":
+        return not depthwise_expected_to_serve(cin_per_group, kernel)
+    if algorithm == "depthwise_rows":  # any depthwise layer, any kernel size
+        return cin_per_group != 1
+    return False
+
+
 def splitk_expected_to_serve(contraction: int, tk: int = 16, min_piece: int = 256) -> bool:
     """Split-K's documented rule: some cut into 2..256 equal pieces, each whole TK steps and at least
     ``min_piece`` long (every tile of clconv's CPU and GPU tables has TK = 16)."""

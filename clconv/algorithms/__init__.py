@@ -5,11 +5,13 @@ from __future__ import annotations
 from .base import PASSES, Algorithm, Declined, LaunchError, Operand, Problem, Runner, workspace_limit
 from .direct import Direct, bias_gradient_runner
 from .depthwise import DepthwiseWgrad
+from .depthwise_rows import DepthwiseRows
 from .gemm import Gemm1x1, Im2col, ImplicitGemm, SplitK
 
 REGISTRY: dict[str, Algorithm] = {
     algorithm.name: algorithm
-    for algorithm in (Direct(), Im2col(), Gemm1x1(), ImplicitGemm(), SplitK(), DepthwiseWgrad())
+    for algorithm in (Direct(), Im2col(), Gemm1x1(), ImplicitGemm(), SplitK(), DepthwiseWgrad(),
+                      DepthwiseRows())
 }
 
 

@@ -1,0 +1,152 @@
+"""Depthwise convolution by rows: all three passes of a ``C_in/groups == 1`` layer, vectorised along
+the image rows (templates/depthwise_rows.mako).
+
+A depthwise layer has no contraction worth a GEMM (``prod(kernel)`` terms per output), so it is
+bound by memory and by how many values one load feeds.  ``direct`` computes one output element per
+work-item with per-tap bounds checks and scalar loads (about 2 GFLOP/s on PoCL); here one work-item
+walks one row of the output (forward), of the input gradient (data gradient), or every row of one
+channel (weight gradient), in vectors of ``vn`` consecutive columns.  Which columns are *interior*
+(every tap of the row inside the image, so a vector needs no bounds checks) is worked out here, at
+render time, from the baked-in geometry: the kernel runs the interior as whole vectors plus, where
+the interior is not a multiple of ``vn``, one overlapping last vector, and only the few padded edge
+columns as scalar code with checks.  The data gradient's vectors need a unit stride along the width
+(a stride-s gather would read a different tap set per lane); with a larger stride its columns all
+take the scalar path, still a row per work-item.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyopencl as cl
+
+from ..builder import get_kernel
+from .base import Algorithm, Arg, Launch, Runner, render_and_build, rounded, workspace_limit
+
+
+@dataclass(frozen=True)
+class ColumnPlan:
+    """How one row of width ``width`` is covered: columns ``[lo, hi)`` are interior and run as
+    ``full`` vectors of ``vn`` from ``lo``, then (``tail_overlap`` > 0) one more vector ending at
+    ``hi`` whose first ``tail_overlap`` lanes repeat columns already done; every other column of
+    ``[0, width)`` is an edge column, run as scalar code with bounds checks."""
+
+    width: int
+    lo: int
+    hi: int
+    vn: int  # 0: no vector at all (the interior is narrower than the smallest vector)
+    full: int
+    tail_overlap: int  # lanes of the last vector that repeat earlier columns; -1: no tail vector
+
+    @property
+    def edge_columns(self) -> list[int]:
+        if self.vn == 0:
+            return list(range(self.width))
+        return [*range(self.lo), *range(self.hi, self.width)]
+
+    @property
+    def tail_start(self) -> int:
+        return self.hi - self.vn
+
+
+def column_plan(width: int, source_width: int, taps: int, stride: int, pad: int, dilation: int,
+                vn: int) -> ColumnPlan:
+    """Output column ``o`` reads source columns ``o * stride - pad + k * dilation`` for ``k < taps``
+    (``pad`` may be negative: the data gradient's flipped form).  Interior: all of them inside
+    ``[0, source_width)``."""
+    lo = max(0, -(-pad // stride))
+    last = source_width - 1 + pad - (taps - 1) * dilation
+    hi = last // stride + 1 if last >= 0 else 0
+    lo = min(lo, width)
+    hi = max(lo, min(hi, width))
+    interior = hi - lo
+    v = vn
+    while v > interior and v > 4:
+        v //= 2
+    if v > interior:
+        return ColumnPlan(width, lo, lo, 0, 0, -1)
+    full, rest = divmod(interior, v)
+    return ColumnPlan(width, lo, hi, v, full, v - rest if rest else -1)
+
+
+class DepthwiseRows(Algorithm):
+    name = "depthwise_rows"
+    passes = ("forward", "backward_data", "backward_weight")
+    description = ("depthwise layers (C_in/groups = 1): a row per work-item in vectors along the width, "
+                   "bounds checks only at the padded edges (weight gradient: a channel per work-item)")
+
+    def decline_reason(self, problem, device):
+        reason = super().decline_reason(problem, device)
+        if reason is None and problem.geometry.cin_per_group != 1:
+            reason = f"it serves only depthwise convolutions (C_in/groups = 1), here {problem.geometry.cin_per_group}"
+        return reason
+
+    def configs(self, problem, device):
+        cpu = not device.type & cl.device_type.GPU
+        widest = 8 if problem.dtype == "float64" else 16
+        if cpu:
+            # AVX-512 holds 16 floats; narrower rows (7x7 images) leave most of a 16-lane vector idle
+            out = [{"vn": widest, "lx": 8}, {"vn": widest // 2, "lx": 8}]
+        else:
+            # one work-item per row does not coalesce; kept selectable and measurable on GPUs
+            out = [{"vn": 4, "lx": 64}]
+        if problem.pass_ == "backward_weight":
+            for config in out:
+                config["slices"] = self._slices(problem, device)
+        return out
+
+    @staticmethod
+    def _slices(problem, device) -> int:
+        """Weight gradient: pieces of each channel's rows, summed by a second kernel, so that there
+        are a few work-items per compute unit even for a few channels."""
+        g = problem.geometry
+        rows = g.batch * g.out_size[0] * g.out_size[1]
+        wanted = -(-4 * device.max_compute_units // g.out_channels)
+        slices = max(1, min(wanted, rows, 256))
+        if slices > 1 and slices * g.weight_elements * problem.itemsize > workspace_limit(device):
+            slices = 1
+        return slices
+
+    def prepare(self, problem, config, queue, device):
+        g = problem.geometry
+        vn, lx = config["vn"], config["lx"]
+        kw, sw, pw, dw = g.kernel[2], g.stride[2], g.pad_begin[2], g.dilation[2]
+        if problem.pass_ == "backward_data":
+            if sw == 1:  # dx column i reads dy column i - ((kw-1)*dw - pw) + k'*dw, k' the flipped tap
+                columns = column_plan(g.in_size[2], g.out_size[2], kw, 1, (kw - 1) * dw - pw, dw, vn)
+            else:
+                columns = ColumnPlan(g.in_size[2], 0, 0, 0, 0, -1)
+            rows = g.batch * g.in_channels * g.in_size[0] * g.in_size[1]
+        else:
+            columns = column_plan(g.out_size[2], g.in_size[2], kw, sw, pw, dw, vn)
+            rows = g.batch * g.out_channels * g.out_size[0] * g.out_size[1]
+        slices = config.get("slices", 1)
+        partial_elements = slices * g.weight_elements if slices > 1 else 0
+        index = problem.index_type(partial_elements)
+        sources: list = []
+        program = render_and_build(queue, sources, "depthwise_rows.mako", self.name, geom=g, real=problem.real,
+                                   index=index, kernel=problem.pass_, bias=problem.bias, columns=columns,
+                                   slices=slices)
+        kernel = None
+        if program is not None:
+            kernel = get_kernel(program, f"clc_dw_rows_{problem.pass_}")
+        if problem.pass_ == "forward":
+            launches = [Launch(kernel, (rounded(rows, lx),), (lx,),
+                               (Arg("x"), Arg("w"), Arg("bias", fallback="w"), Arg("y")))]
+        elif problem.pass_ == "backward_data":
+            launches = [Launch(kernel, (rounded(rows, lx),), (lx,),
+                               (Arg("dy"), Arg("w"), Arg("bias", fallback="w"), Arg("dx")))]
+        elif slices == 1:
+            launches = [Launch(kernel, (rounded(g.out_channels, lx),), (lx,),
+                               (Arg("x"), Arg("dy"), Arg("dw")))]
+        else:
+            launches = [Launch(kernel, (rounded(g.out_channels * slices, lx),), (lx,),
+                               (Arg("x"), Arg("dy"), Arg("partial")))]
+            reduce = render_and_build(queue, sources, "reduce.mako", self.name, geom=g, real=problem.real,
+                                      index=index, kernel="splitk_sum", splits=slices,
+                                      elements=g.weight_elements, wg=0)
+            launches.append(Launch(get_kernel(reduce, "clc_splitk_sum") if reduce is not None else None,
+                                   (rounded(g.weight_elements, 64),), None,
+                                   (Arg("partial", with_offset=False), Arg("dw"))))
+            return Runner(self.name, config, launches, {"partial": partial_elements * problem.itemsize}, sources)
+        return Runner(self.name, config, launches, {}, sources)

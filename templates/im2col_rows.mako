@@ -3,13 +3,16 @@
 ## output row (OW consecutive columns): the row's input line and its padding test are decided once,
 ## and the copy along ow has no divisions, so LLVM vectorises it.  (im2col.mako's one work-item per
 ## element spends its time decoding indices: 2.5 GB/s on PoCL.)
-## clc_im2col_t writes the same buffer transposed (the weight gradient's, see there).
-## Parameters: geom, real, index, chunk_batch (images per launch).
+## clc_im2col_t writes the same buffer transposed (the weight gradient's, see there), and
+## clc_col2im_rows is the data gradient's way back from the buffer.
+## Parameters: geom, real, index, chunk_batch (images per launch), kernel ("im2col": clc_im2col_rows
+## and clc_im2col_t | "col2im"), bias (col2im only: the transposed convolution's bias).
 <%namespace name="prelude" file="prelude.mako"/>
 ${prelude.header(geom, real, index)}
 #define CLC_NB ${chunk_batch}
 #define CLC_COLS ((clc_idx)CLC_NB * CLC_OP)     /* columns of one group's buffer */
 
+% if kernel == "im2col":
 /* global: (OD*OH, NB, G*CI*KV) */
 __kernel void clc_im2col_rows(__global const clc_real* restrict x_base, const long x_off,
                               __global clc_real* restrict col, const int chunk)
@@ -63,3 +66,55 @@ __kernel void clc_im2col_t(__global const clc_real* restrict x_base, const long 
         }
     }
 }
+
+% elif kernel == "col2im":
+/* col2im for CPU devices: one work-item per dx row (image, channel, id, ih) adds up, tap by tap,
+   the column-buffer rows that read it: for each kernel row (kd, kh) whose output row exists and
+   each kw, one run of consecutive columns added onto the dx row (a unit-stride loop without
+   divisions or tests inside, which LLVM vectorises; im2col.mako's clc_col2im decodes indices per
+   element).  Taps are added in the same order as clc_col2im's, the bias last.
+   global: (ID*IH, NB, CIN) */
+__kernel void clc_col2im_rows(__global const clc_real* restrict col,
+                              __global const clc_real* restrict bias_base, const long bias_off,
+                              __global clc_real* restrict dx_base, const long dx_off, const int chunk)
+{
+    const int line = get_global_id(0);            /* id * IH + ih */
+    const clc_idx image = get_global_id(1);
+    const int channel = get_global_id(2);
+    const int g = channel / CLC_CI, ci = channel % CLC_CI;
+    const int id = line / CLC_IH, ih = line % CLC_IH;
+    __global clc_real* restrict dxr = dx_base + dx_off + ((chunk + image) * CLC_CIN + channel) * CLC_IP
+                                      + (clc_idx)line * CLC_IW;
+    __global const clc_real* restrict rows = col + ((clc_idx)g * CLC_CI + ci) * CLC_KV * CLC_COLS + image * CLC_OP;
+    for (int iw = 0; iw < CLC_IW; ++iw)
+        dxr[iw] = (clc_real)0;
+    for (int kd = 0; kd < CLC_KD; ++kd) {
+        const int od = clc_source_index(id, CLC_PD, kd, CLC_DD, CLC_SD, CLC_OD);
+        if (od < 0) continue;
+        for (int kh = 0; kh < CLC_KH; ++kh) {
+            const int oh = clc_source_index(ih, CLC_PH, kh, CLC_DH, CLC_SH, CLC_OH);
+            if (oh < 0) continue;
+            for (int kw = 0; kw < CLC_KW; ++kw) {
+                const int tap = (kd * CLC_KH + kh) * CLC_KW + kw;
+                __global const clc_real* restrict src = rows + tap * CLC_COLS + ((clc_idx)od * CLC_OH + oh) * CLC_OW;
+                /* output column ow reads input column ow * SW - PW + kw * DW: those inside the row */
+                const int shift = kw * CLC_DW - CLC_PW;
+                const int ow_begin = shift >= 0 ? 0 : (-shift + CLC_SW - 1) / CLC_SW;
+                const int ow_end = shift > CLC_IW - 1 ? 0 : min(CLC_OW, (CLC_IW - 1 - shift) / CLC_SW + 1);
+% if geom.stride[2] == 1:
+                for (int ow = ow_begin; ow < ow_end; ++ow)
+                    dxr[ow + shift] += src[ow];
+% else:
+                for (int ow = ow_begin; ow < ow_end; ++ow)
+                    dxr[ow * CLC_SW + shift] += src[ow];
+% endif
+            }
+        }
+    }
+% if bias:
+    const clc_real b = bias_base[bias_off + channel];
+    for (int iw = 0; iw < CLC_IW; ++iw)
+        dxr[iw] += b;
+% endif
+}
+% endif

@@ -455,7 +455,8 @@ class Im2col(Algorithm):
         if problem.pass_ in ("forward", "backward_weight"):
             rows = g.groups * g.cin_per_group * g.kernel_volume
             if is_cpu_config(tile):  # with the CPU GEMM: one work-item per output row (or pixel)
-                unfold = render_and_build(queue, sources, "im2col_rows.mako", self.name, **common)
+                unfold = render_and_build(queue, sources, "im2col_rows.mako", self.name, kernel="im2col",
+                                          bias=False, **common)
                 name = "clc_im2col_t" if transposed else "clc_im2col_rows"
                 unfold_kernel = get_kernel(unfold, name) if unfold is not None else None
                 unfold_global: tuple[int, ...] = ((g.out_pixels, nb, g.groups) if transposed
@@ -472,9 +473,16 @@ class Im2col(Algorithm):
                 else:
                     launches.append(Launch(*gemm, gemm_args("dy", "col", "dw", None, chunk)))
         else:
-            fold = render_and_build(queue, sources, "im2col.mako", self.name, kernel="col2im", bias=problem.bias, **common)
-            fold_kernel = get_kernel(fold, "clc_col2im") if fold is not None else None
-            fold_global = (rounded(g.in_pixels, 64), nb * g.in_channels)
+            if is_cpu_config(tile):  # one work-item per dx row: 4-5x the per-element gather on PoCL
+                fold = render_and_build(queue, sources, "im2col_rows.mako", self.name, kernel="col2im",
+                                        bias=problem.bias, **common)
+                fold_kernel = get_kernel(fold, "clc_col2im_rows") if fold is not None else None
+                fold_global: tuple[int, ...] = (g.in_size[0] * g.in_size[1], nb, g.in_channels)
+            else:
+                fold = render_and_build(queue, sources, "im2col.mako", self.name, kernel="col2im",
+                                        bias=problem.bias, **common)
+                fold_kernel = get_kernel(fold, "clc_col2im") if fold is not None else None
+                fold_global = (rounded(g.in_pixels, 64), nb * g.in_channels)
             for chunk in range(0, g.batch, nb):
                 launches.append(Launch(*gemm, gemm_args("w", "dy", "col", None, chunk)))
                 launches.append(Launch(fold_kernel, fold_global, None,

@@ -68,6 +68,15 @@ void clc_gemm(__global const clc_real* restrict a_base, const long a_off,
     const clc_idx m0 = (clc_idx)get_global_id(0) * ${WM};
     if (m0 >= CLC_M) return;  /* the launch rounds M up to whole work-groups */
     const clc_idx n0 = (clc_idx)get_global_id(1) * ${VN};
+% if B_ROW and N >= VN:
+    /* The last block, when N is not a multiple of VN, computes the VN columns that end at N
+       instead: its first lanes repeat columns of the block before and are not stored, and the
+       rest keep the vector loads (lane-by-lane loads over the whole contraction cost this block
+       several times what a full one does). */
+    const clc_idx nv = n0 + ${VN} > CLC_NN ? CLC_NN - ${VN} : n0;
+% else:
+    const clc_idx nv = n0;
+% endif
     const clc_idx g = get_group_id(2) % CLC_G;
     const clc_idx split = get_group_id(2) / CLC_G;
     const clc_idx k_begin = split * ${KSPLIT};
@@ -83,8 +92,8 @@ void clc_gemm(__global const clc_real* restrict a_base, const long a_off,
 % endfor
 
 % if B_ROW:
-    if (n0 % ${RUN} + ${VN} <= ${RUN} && n0 + ${VN} <= CLC_NN) {
-        __global const clc_real* bp = ${B_ROW[0].format(n="n0")};
+    if (nv % ${RUN} + ${VN} <= ${RUN} && nv + ${VN} <= CLC_NN) {
+        __global const clc_real* bp = ${B_ROW[0].format(n="nv")};
 % if a_view == "a_grad_output_rows" and not CHECK_M:
         /* A = dy rows: contiguous within one image, so walk it with a pointer, image by image
            (decoding k = (b, po) per step would cost a division and WM address computations) */
@@ -103,14 +112,14 @@ ${fmas()}
         }
 % endif
 % if RUN < N:
-    } else if (n0 + ${VN} <= CLC_NN) {
+    } else if (nv + ${VN} <= CLC_NN) {
         /* the run crosses into the next image: two row reads merged lane by lane.  Both stay
            inside the tensor: the first runs on into this image's next row, the second starts
            in the previous one. */
-        const int split = ${RUN} - (int)(n0 % ${RUN});
+        const int split = ${RUN} - (int)(nv % ${RUN});
         const ${ivec} first = ${lanes} < (${ivec})split;
-        __global const clc_real* bp = ${B_ROW[0].format(n="n0")};
-        __global const clc_real* bq = ${B_ROW[0].format(n="(n0 + split)")} - split;
+        __global const clc_real* bp = ${B_ROW[0].format(n="nv")};
+        __global const clc_real* bq = ${B_ROW[0].format(n="(nv + split)")} - split;
         for (clc_idx k = k_begin; k < k_end; ++k, bp += ${B_ROW[1]}, bq += ${B_ROW[1]}) {
             const ${vec} bv = select(vload${VN}(0, bq), vload${VN}(0, bp), first);
 ${fmas()}
@@ -122,7 +131,7 @@ ${fmas()}
         for (clc_idx k = k_begin; k < k_end; ++k) {
             ${vec} bv;
 % for v in range(VN):
-            bv.s${comps[v]} = n0 + ${v} < CLC_NN ? clc_load_b(b, g, k, n0 + ${v}, chunk) : (clc_real)0;
+            bv.s${comps[v]} = nv + ${v} < CLC_NN ? clc_load_b(b, g, k, nv + ${v}, chunk) : (clc_real)0;
 % endfor
 ${fmas()}
         }
@@ -138,7 +147,7 @@ ${fmas()}
 % endif
 % if c_view == "c_nchw":
             const clc_idx pixel = n0 % ${c["pixels"]};
-            if (pixel + ${VN} <= ${c["pixels"]}) {
+            if (nv == n0 && pixel + ${VN} <= ${c["pixels"]}) {
                 const clc_idx bi = chunk + n0 / ${c["pixels"]}, channel = g * ${c["M"]} + m;
 % if c["bias"]:
                 acc${i} += (${vec})(bias[channel]);
@@ -146,7 +155,7 @@ ${fmas()}
                 vstore${VN}(acc${i}, 0, c + (bi * ${c["channels"]} + channel) * ${c["pixels"]} + pixel);
             } else
 % elif c_view == "c_matrix":
-            if (n0 + ${VN} <= CLC_NN) {
+            if (nv == n0 && n0 + ${VN} <= CLC_NN) {
                 __global clc_real* row = c + ((split * CLC_G + g) * ${c["M"]} + m) * ${c["N"]} + n0;
 % if c["accumulate"]:
                 /* later batch chunks add onto the earlier ones, in launch order: deterministic */
@@ -158,7 +167,8 @@ ${fmas()}
 % endif
             {
 % for v in range(VN):
-                if (n0 + ${v} < CLC_NN) clc_store_c(c, bias, g, split, m, n0 + ${v}, acc${i}.s${comps[v]}, chunk);
+                if (nv + ${v} >= n0 && nv + ${v} < CLC_NN)
+                    clc_store_c(c, bias, g, split, m, nv + ${v}, acc${i}.s${comps[v]}, chunk);
 % endfor
             }
         }

@@ -27,6 +27,9 @@ STRIDED_1X1 = "mb2ic6ih7oc5oh4kh1sh2ph0"     # stride 2: no row form, lane-by-la
 GROUPED = "mb2g2ic8ih10oc12oh4kh3sh2ph1dh1"  # groups, stride, dilation
 DECONV = "mb2ic6ih5oc4oh10kh4sh2ph1"
 
+# 2x2 images: a 16-lane run of N spans four images (a vector must not be read from two rows then)
+TINY_IMAGES = "mb8ic5ih2oc7oh2kh1ph0"
+
 CONFIGS = {"wm4-vn8": cpu_config(4, 8, 4), "wm8-vn16": cpu_config(8, 16, 8), "wm3-vn4": cpu_config(3, 4, 2)}
 
 
@@ -169,3 +172,10 @@ def test_implicit_im2col_views_keep_a_local_memory_tile_first():
         problem = Problem(g, pass_, "float32")
         assert not vector_first(problem, REGISTRY["implicit_gemm"]._shape(problem))
         assert vector_first(problem, REGISTRY["im2col"]._shape(problem, 1))
+
+
+@pytest.mark.parametrize("pass_", ("forward", "backward_data"))
+@pytest.mark.parametrize("algorithm", ["gemm1x1", "im2col", "implicit_gemm"])
+def test_images_smaller_than_a_vector(queue, rng, algorithm, pass_):
+    g = parse_descriptor(TINY_IMAGES).geometry
+    _run(queue, Problem(g, pass_, "float32"), REGISTRY[algorithm], CONFIGS["wm8-vn16"], rng)

@@ -192,6 +192,10 @@ def vector_first(problem: Problem, shape: GemmShape) -> bool:
 def _build_cpu_gemm(queue, sources, problem: Problem, shape: GemmShape, tile: dict, index: str, label: str):
     """The CPU GEMM (templates/gemm_cpu.mako): one work-item per WM x VN block of C."""
     b_row, run = _b_row(problem, shape)
+    if run < tile["VN"]:
+        # the vector loads take a run of VN columns from at most two images' rows: images smaller
+        # than a vector (2x2 pixels under 16 lanes) are assembled lane by lane instead
+        b_row = False
     blocks = -(-shape.M // tile["WM"])
     lm = min(tile["LX"], blocks)  # work-items per work-group along M
     program = render_and_build(

@@ -32,7 +32,7 @@ import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -583,7 +583,10 @@ def first_call_costs(spec: str | None, device: str | None, quiet: bool = False) 
               f"({w['disk_hits']} programs from disk, {w['source_builds']} built); process start + import + "
               f"context: {w['setup_s'] * 1e3:.0f} ms")
         print(f"  cached call, host time per call in a stream of calls on {h['tiny_layer']} (kernel "
-              f"{h['tiny_kernel_us']:.1f} us): {h['tiny_us']:.1f} us")
+              f"{h['tiny_kernel_us']:.1f} us): {h['tiny_us']:.1f} us with out=, {h['tiny_alloc_us']:.1f} us "
+              f"allocating the result")
+        print(f"    of which clconv's own (the kernel enqueue stubbed out): {h['tiny_host_us']:.1f} us with out=, "
+              f"{h['tiny_host_alloc_us']:.1f} us allocating")
         print(f"  cached call of this layer with finish() after each: wall {h['wall_us']:.1f} us vs kernel "
               f"{h['kernel_us']:.1f} us (overhead incl. synchronisation {h['overhead_us']:.1f} us)")
     return result
@@ -592,12 +595,34 @@ def first_call_costs(spec: str | None, device: str | None, quiet: bool = False) 
 TINY_LAYER = "mb1ic8ih8oc8oh8kh3ph1"
 
 
-def host_overhead(g, calls: int = 2000) -> dict:
-    """Host cost of a cached ``clconv.conv2d`` call on device arrays (``out=`` given: no allocation,
-    no transfer).  ``tiny_us``: wall time per call of a stream of calls on a tiny layer whose kernel
-    takes a few microseconds, so the device keeps up and the figure is the host's time per call
-    (argument checks, plan lookup, argument setting, the driver's enqueue).  For ``g`` itself:
-    wall time per call with a ``finish()`` after each, against its kernel time from profiling events."""
+class _NoEnqueue:
+    """Stands in for a launch's kernel: sets its arguments as the launch would, then hands back an
+    event that is already complete instead of enqueueing, so that a stream of calls times the host's
+    own work without the driver's enqueue."""
+
+    def __init__(self, kernel: Any, done: Any) -> None:
+        self.kernel, self.done = kernel, done
+
+    def __call__(self, queue, global_size, local_size, *args, wait_for=None):
+        self.kernel.set_args(*args)
+        return self.done
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.kernel, name)
+
+
+def host_overhead(g, calls: int = 2000, repeats: int = 3) -> dict:
+    """Host cost of a cached ``clconv.conv2d`` call on device arrays.
+
+    On a tiny layer whose kernel takes a few microseconds (the device keeps up, so the wall time per
+    call of a stream of calls is the host's), the best of ``repeats`` streams of ``calls`` calls:
+    ``tiny_us`` with ``out=`` given (argument checks, plan lookup, argument setting, the driver's
+    enqueue), ``tiny_alloc_us`` allocating the result instead, and ``tiny_host_us`` /
+    ``tiny_host_alloc_us``, the same two with the kernel enqueue replaced by an already-complete
+    event: clconv's own cost per call (with pyopencl's argument setting), the driver's enqueue left
+    out.  For ``g`` itself: wall time per call with a ``finish()`` after each, against its kernel
+    time from profiling events."""
+    import pyopencl as cl
     import pyopencl.array as cla
 
     import clconv
@@ -612,32 +637,49 @@ def host_overhead(g, calls: int = 2000) -> dict:
         x = cla.to_device(queue, rng.standard_normal(geometry.input_shape).astype(np.float32))
         w = cla.to_device(queue, rng.standard_normal(geometry.weight_shape).astype(np.float32))
         y = cla.empty(queue, geometry.output_shape, np.float32)
-        kwargs = dict(stride=geometry.stride[1:], padding=geometry.pad_begin[1:], out=y)
+        kwargs = dict(stride=geometry.stride[1:], padding=geometry.pad_begin[1:])
         for _ in range(5):
-            clconv.conv2d(x, w, **kwargs)
+            clconv.conv2d(x, w, **kwargs, out=y)
         queue.finish()
-        return x, w, kwargs
+        return x, w, y, kwargs
+
+    def per_call_us(x, w, kwargs) -> float:
+        best = float("inf")
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                clconv.conv2d(x, w, **kwargs)
+            queue.finish()
+            best = min(best, (time.perf_counter() - t0) / calls)
+        return best * 1e6
 
     tiny = shape_sets.parse_descriptor(TINY_LAYER).geometry
-    x, w, kwargs = setup(tiny)
-    t0 = time.perf_counter()
-    for _ in range(calls):
-        clconv.conv2d(x, w, **kwargs)
-    queue.finish()
-    tiny_us = (time.perf_counter() - t0) / calls * 1e6
-    tiny_runner = plan(Problem(tiny, "forward", "float32"), queue)
+    x, w, y, kwargs = setup(tiny)
+    tiny_runner = plan(Problem(tiny, "forward", "float32"), queue)  # the runner those calls use
+    figures = {"tiny_us": per_call_us(x, w, {**kwargs, "out": y}), "tiny_alloc_us": per_call_us(x, w, kwargs)}
+    done = cl.enqueue_marker(queue)
+    done.wait()
+    real_kernels = [launch.kernel for launch in tiny_runner.launches]
+    try:
+        for launch in tiny_runner.launches:
+            launch.kernel = cast(Any, _NoEnqueue(launch.kernel, done))
+        figures["tiny_host_us"] = per_call_us(x, w, {**kwargs, "out": y})
+        figures["tiny_host_alloc_us"] = per_call_us(x, w, kwargs)
+    finally:
+        for launch, real_kernel in zip(tiny_runner.launches, real_kernels):
+            launch.kernel = real_kernel
     tiny_kernel = time_runner(tiny_runner, queue, random_operands(Problem(tiny, "forward", "float32"), queue), 20)
 
-    x, w, kwargs = setup(g)
+    x, w, y, kwargs = setup(g)
     n = 200
     t0 = time.perf_counter()
     for _ in range(n):
-        clconv.conv2d(x, w, **kwargs)
+        clconv.conv2d(x, w, **kwargs, out=y)
         queue.finish()
     wall = (time.perf_counter() - t0) / n
     runner = plan(Problem(g, "forward", "float32"), queue)
     kernel = time_runner(runner, queue, random_operands(Problem(g, "forward", "float32"), queue), 20)
-    return {"tiny_layer": tiny.tag(), "tiny_us": tiny_us, "tiny_kernel_us": tiny_kernel * 1e6,
+    return {"tiny_layer": tiny.tag(), **figures, "tiny_kernel_us": tiny_kernel * 1e6,
             "wall_us": wall * 1e6, "kernel_us": kernel * 1e6, "overhead_us": (wall - kernel) * 1e6,
             "algorithm": runner.algorithm}
 

@@ -33,7 +33,7 @@ from .geometry import ConvGeometry, Resolved
 from .planner import _label as planner_label
 from .planner import candidates, check_serves, get_algorithm, plan, tune
 from .tensors import (
-    check_allocation, check_device_dtype, check_out, check_tensor, common_dtype, pick_queue, to_operand,
+    check_allocation, check_device_dtype, check_out, check_tensor, common_dtype, empty_array, pick_queue, to_operand,
 )
 
 log = logging.getLogger("clconv.ops")
@@ -86,7 +86,7 @@ def _run_pass(
         if value is not None:
             operands[role], holder = to_operand(value, queue)
             keep_alive.append(holder)
-    result = out if out is not None else cl_array.empty(queue, user_shape, dtype)
+    result = out if out is not None else empty_array(queue, user_shape, dtype)
     operands[result_name], _ = to_operand(result, queue)
     wait_for = [e for v in user_tensors.values() if isinstance(v, cl_array.Array) for e in v.events] or None
     if out is not None:
@@ -399,7 +399,7 @@ def _bias_gradient(grad_output: Tensor, batched_shape: tuple[int, ...], queue: c
                      (0, 0, 0), (1, 1, 1))
     runner = bias_gradient_runner(Problem(g, "backward_weight", dtype.name), queue, queue.device)
     operand, holder = to_operand(grad_output, queue)
-    result = cl_array.empty(queue, (channels,), dtype)
+    result = empty_array(queue, (channels,), dtype)
     db, _ = to_operand(result, queue)
     wait_for = list(grad_output.events) if isinstance(grad_output, cl_array.Array) else None
     events = runner.run(queue, {"dy": operand, "db": db}, wait_for=wait_for)

@@ -100,6 +100,33 @@ def to_operand(value, queue: cl.CommandQueue) -> tuple[Operand, Any]:
     return Operand(device_array.base_data, device_array.offset // device_array.dtype.itemsize), device_array
 
 
+_layouts: dict[tuple[tuple[int, ...], np.dtype], tuple[tuple[int, ...], int]] = {}  # -> (strides, size)
+
+
+def empty_array(queue: cl.CommandQueue, shape: tuple[int, ...], dtype: np.dtype) -> cl_array.Array:
+    """``pyopencl.array.empty(queue, shape, dtype)``, cheaper for a shape seen before.
+
+    pyopencl's constructor validates the shape with numpy on every call (~14 us on PoCL, a third of
+    a cached call's host time).  Its fast path (``_fast=True``, which pyopencl's own ``empty_like``
+    uses) skips that; it is fed the strides and size of an Array that the public constructor made
+    for this shape and dtype, so both give the same Array.  Should a pyopencl release drop that
+    keyword, this falls back to the public constructor.
+    """
+    layout = _layouts.get((shape, dtype))
+    if layout is None:
+        result = cl_array.empty(queue, shape, dtype)
+        if len(_layouts) >= 4096:  # a process whose shapes keep changing
+            _layouts.clear()
+        _layouts[(shape, dtype)] = (result.strides, result.size)
+        return result
+    strides, size = layout
+    try:
+        return cl_array.Array(None, shape, dtype, strides=strides, _fast=True, _size=size,
+                              _context=queue.context, _queue=queue)
+    except TypeError:
+        return cl_array.empty(queue, shape, dtype)
+
+
 def check_out(out, shape: tuple[int, ...], dtype: np.dtype, queue: cl.CommandQueue):
     """Validate a caller-provided output Array (it may be a view with an offset into a larger buffer)."""
     if not isinstance(out, cl_array.Array):

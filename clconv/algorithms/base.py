@@ -96,32 +96,69 @@ class Arg:
 
 @dataclass
 class Launch:
-    """One kernel launch: sizes, and arguments as :class:`Arg` items or literal scalars."""
+    """One kernel launch: sizes, and arguments as :class:`Arg` items or literal numpy scalars."""
 
     kernel: cl.Kernel | None  # None when only rendered
     global_size: tuple[int, ...]
     local_size: tuple[int, ...] | None
     args: tuple
 
-    def resolve_args(self, operands: dict[str, Operand], spaces: dict[str, cl.Buffer]) -> list:
-        out: list = []
+    def __post_init__(self) -> None:
+        # The argument list is laid out once, here: a call only fills in the operands' buffers and
+        # offsets (host overhead of a cached call).
+        self._template: list = []  # literal scalars in place, a placeholder for each buffer and offset
+        self._slots: list[tuple[int, Arg]] = []  # (index of the buffer in _template, its Arg)
+        arg_types: list = []  # for Kernel.set_scalar_arg_dtypes: None for a buffer
         for item in self.args:
-            if not isinstance(item, Arg):
-                out.append(item)
-                continue
-            operand: Operand | None
-            if item.name in spaces:
-                operand = Operand(spaces[item.name], 0)
-            else:
-                operand = operands.get(item.name)
-                if operand is None and item.fallback is not None:
-                    operand = operands[item.fallback]
-                if operand is None:
-                    raise KeyError(f"launch needs operand {item.name!r}")
-            out.append(operand.buffer)
+            if isinstance(item, Arg):
+                self._slots.append((len(self._template), item))
+                self._template.append(None)
+                arg_types.append(None)
+                if item.with_offset:
+                    self._template.append(0)
+                    arg_types.append(np.int64)
+            elif isinstance(item, np.generic):
+                self._template.append(item)
+                arg_types.append(item.dtype)
+            else:  # a Python int has no OpenCL width: an internal misuse, not a user error
+                raise TypeError(f"a literal kernel argument must be a numpy scalar, got {item!r}")
+        if self.kernel is not None:
+            _declare_arg_types(self.kernel, tuple(arg_types))
+
+    def resolve_args(self, operands: dict[str, Operand], spaces: dict[str, cl.Buffer]) -> list:
+        """The kernel's argument list for these operands and workspaces (offsets as Python ints:
+        the kernel's declared argument types pack them)."""
+        out = self._template.copy()
+        for index, item in self._slots:
+            space = spaces.get(item.name) if spaces else None
+            if space is not None:
+                out[index] = space
+                continue  # a workspace starts at offset 0, the template's value
+            operand = operands.get(item.name)
+            if operand is None and item.fallback is not None:
+                operand = operands[item.fallback]
+            if operand is None:
+                raise KeyError(f"launch needs operand {item.name!r}")
+            out[index] = operand.buffer
             if item.with_offset:
-                out.append(np.int64(operand.offset))
+                out[index + 1] = operand.offset
         return out
+
+
+def _declare_arg_types(kernel: cl.Kernel, arg_types: tuple) -> None:
+    """Give ``kernel`` its scalar argument types, so that pyopencl packs scalars straight from Python
+    ints: untyped, each numpy scalar argument costs ~7 us per launch on PoCL (five of them were a
+    third of a cached call's host time).  A kernel object is shared by every launch of its program
+    (builder.get_kernel), and they must all agree on its signature."""
+    # noted on the kernel object itself (as pyopencl notes its work-group info): an id or int_ptr
+    # can be reused by a new kernel once this one is freed
+    declared = getattr(kernel, "_clconv_arg_types", None)
+    if declared is None:
+        kernel.set_scalar_arg_dtypes(arg_types)
+        kernel._clconv_arg_types = arg_types  # type: ignore[attr-defined]
+    elif declared != arg_types:
+        raise RuntimeError(f"kernel {kernel.function_name} is launched with argument types {arg_types}, but "
+                           f"another launch of it declared {declared}")
 
 
 @dataclass

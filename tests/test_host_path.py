@@ -1,0 +1,89 @@
+"""The shortcuts of a cached call give what the long way gave: the result Array
+(``tensors.empty_array``) and the kernel arguments with their declared types (``algorithms.base.Launch``)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyopencl as cl
+import pyopencl.array as cl_array
+import pytest
+
+import clconv
+from clconv import reference
+from clconv.algorithms import Operand, Runner
+from clconv.algorithms.base import Arg, Launch
+from clconv.geometry import resolve_conv
+from clconv.tensors import empty_array
+
+from helpers import assert_matches, random
+
+
+@pytest.mark.parametrize("shape, dtype", [((2, 3, 4, 5), np.float32), ((7,), np.float64), ((3, 0, 2), np.float32)],
+                         ids=["4d-float32", "1d-float64", "empty"])
+def test_empty_array_is_what_pyopencl_empty_makes(queue, shape, dtype):
+    dtype = np.dtype(dtype)
+    expected = cl_array.empty(queue, shape, dtype)
+    first = empty_array(queue, shape, dtype)  # a shape seen for the first time, or
+    again = empty_array(queue, shape, dtype)  # one seen before (pyopencl's fast constructor)
+    for made in (first, again):
+        assert made.shape == expected.shape and made.strides == expected.strides and made.dtype == expected.dtype
+        assert (made.size, made.nbytes, made.offset) == (expected.size, expected.nbytes, expected.offset)
+        assert made.queue == queue and made.context == queue.context
+        assert made.allocator is None and made.events == []
+        assert made.flags.c_contiguous and made.flags.f_contiguous == expected.flags.f_contiguous
+        if expected.nbytes:
+            assert made.base_data.size == expected.base_data.size
+        else:
+            assert made.base_data is None
+    if expected.nbytes:
+        assert again.base_data != first.base_data, "every result needs a buffer of its own"
+
+
+def test_results_of_repeated_calls_do_not_share_memory(queue, rng):
+    x1, x2, w = random(rng, (2, 3, 6, 5)), random(rng, (2, 3, 6, 5)), random(rng, (4, 3, 3, 3))
+    g = resolve_conv(2, x1.shape, w.shape, None, 1, 1, 1, 1).geometry
+    wd = cl_array.to_device(queue, w)
+    y1 = clconv.conv2d(cl_array.to_device(queue, x1), wd, padding=1)
+    y2 = clconv.conv2d(cl_array.to_device(queue, x2), wd, padding=1)
+    assert_matches(y1.get(), reference.forward(g, x1, w), g.reduction_length)
+    assert_matches(y2.get(), reference.forward(g, x2, w), g.reduction_length)
+
+
+STORE = "__kernel void clc_store(__global float* a, const long a_off, const int value) { a[a_off] = value; }"
+
+
+@pytest.fixture
+def store_kernel(queue):
+    return cl.Kernel(cl.Program(queue.context, STORE).build(), "clc_store")
+
+
+def test_launch_arguments_reach_the_kernel_with_their_types(queue, store_kernel):
+    launch = Launch(store_kernel, (1,), None, (Arg("a"), np.int32(42)))
+    host = np.zeros(8, np.float32)
+    buffer = cl.Buffer(queue.context, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR, hostbuf=host)
+    for offset in (5, 2):  # the offset changes between runs of one launch
+        cl.wait_for_events(Runner("test", {}, [launch]).run(queue, {"a": Operand(buffer, offset)}))
+    cl.enqueue_copy(queue, host, buffer)
+    assert host.tolist() == [0, 0, 42, 0, 0, 42, 0, 0]
+
+
+def test_launch_argument_list_fills_operands_workspaces_and_fallbacks(queue, store_kernel):
+    launch = Launch(None, (1,), None, (Arg("x"), Arg("col", with_offset=False), Arg("bias", fallback="y"), np.int32(3)))
+    x, y, col = object(), object(), object()
+    args = launch.resolve_args({"x": Operand(x, 7), "y": Operand(y, 2)}, {"col": col})
+    assert args == [x, 7, col, y, 2, np.int32(3)]
+    assert type(args[1]) is int
+    with pytest.raises(KeyError, match="'x'"):
+        launch.resolve_args({"y": Operand(y)}, {"col": col})
+
+
+def test_launches_of_one_kernel_must_agree_on_its_argument_types(store_kernel):
+    Launch(store_kernel, (1,), None, (Arg("a"), np.int32(1)))
+    Launch(store_kernel, (1,), None, (Arg("a"), np.int32(2)))
+    with pytest.raises(RuntimeError, match="clc_store"):
+        Launch(store_kernel, (1,), None, (Arg("a"), np.int64(1)))
+
+
+def test_a_literal_kernel_argument_must_say_its_width(store_kernel):
+    with pytest.raises(TypeError, match="numpy scalar"):
+        Launch(store_kernel, (1,), None, (Arg("a"), 1))

@@ -153,7 +153,11 @@ def test_heuristic_picks(queue):
         return candidates(Problem(parse_descriptor(desc).geometry, pass_, "float32"), queue.device)[0][0].name
 
     assert first("mb32ic256ih56oc64oh56kh1ph0", "forward") == "gemm1x1"
-    assert first("mb32g144ic144ih56oc144oh56kh3ph1", "forward") == "direct"
+    from clconv.device import is_gpu
+
+    # depthwise: `direct` measured fastest of these on the H200; the row kernel on CPUs
+    expected = "direct" if is_gpu(queue.device) else "depthwise_rows"
+    assert first("mb32g144ic144ih56oc144oh56kh3ph1", "forward") == expected
     assert first("mb32ic64ih56oc64oh56kh3ph1", "forward") in ("implicit_gemm", "im2col")
 
 

@@ -13,7 +13,14 @@
 ## Parameters (all baked in): geom, real, index, M, N, K, KSPLIT, a_view/b_view/c_view and their
 ## dicts a/b/c (operands.mako), WM (rows per work-item), VN (columns per work-item: 4, 8 or 16),
 ## LM (work-items per work-group, along M), b_row (Python's decision that this view/geometry has
-## a row form), RUN (columns of N that are contiguous in B: N, or one image's pixels).
+## a row form), RUN (columns of N that are contiguous in B: N, or one image's pixels), A_PACKED.
+##
+## A_PACKED (weights as A): clc_pack_a first copies A into Ap[g][m block][k][WM], so that the WM
+## values one k step broadcasts are one cache line and consecutive k steps are consecutive lines.
+## Read in place, a k step touches WM rows of A (a weight's rows are CI*KV apart, the transposed
+## views' k steps CO or CI*KV apart: often a new 4 KiB page per step, or a power-of-two stride
+## that maps every row to one cache set); packed, the transposed convolution's GEMM ran 2.3x faster
+## on PoCL (docs/performance.md).
 <%namespace name="prelude" file="prelude.mako"/>
 <%namespace name="views" file="operands.mako"/>
 ${prelude.header(geom, real, index)}
@@ -41,9 +48,34 @@ ${getattr(views, c_view)(c)}
 #define CLC_M ((clc_idx)${M})
 #define CLC_NN ((clc_idx)${N})
 #define CLC_K ((clc_idx)${K})
+#define CLC_MB ${-(-M // WM)}  /* blocks of WM rows */
+% if A_PACKED:
+
+/* global: (K, MB, G).  Ap[g][mb][k][i] = A(mb * WM + i, k); rows past M repeat row M-1 (their
+   sums are never stored), so the GEMM reads whole blocks without tests. */
+__kernel void clc_pack_a(__global const clc_real* restrict a_base, const long a_off,
+                         __global clc_real* restrict packed_base, const long packed_off)
+{
+    const clc_idx k = get_global_id(0), mb = get_global_id(1), g = get_global_id(2);
+    __global const clc_real* restrict a = a_base + a_off;
+    __global clc_real* restrict dst = packed_base + packed_off + ((g * CLC_MB + mb) * CLC_K + k) * ${WM};
+% for i in range(WM):
+    dst[${i}] = clc_load_a(a, g, min(mb * ${WM} + ${i}, CLC_M - 1), k, 0);
+% endfor
+}
+% endif
+<%def name="packed_walk()">\
+% if A_PACKED:
+__global const clc_real* apk = ap + k_begin * ${WM};  /* a pointer walk: measured faster than ap[k * WM + i] */
+        \
+% endif
+</%def>
+<%def name="packed_step()">${f", apk += {WM}" if A_PACKED else ""}</%def>
 <%def name="fmas(a_rows=False)">
 % for i in range(WM):
-% if a_rows:
+% if A_PACKED:
+            acc${i} = fma((${vec})(apk[${i}]), bv, acc${i});
+% elif a_rows:
             acc${i} = fma((${vec})(ap[${i} * CLC_OP]), bv, acc${i});
 % else:
             acc${i} = fma((${vec})(clc_load_a(a, g, row${i}, k, chunk)), bv, acc${i});
@@ -90,11 +122,14 @@ void clc_gemm(__global const clc_real* restrict a_base, const long a_off,
 % endif
     ${vec} acc${i} = (${vec})0;
 % endfor
+% if A_PACKED:
+    __global const clc_real* restrict ap = a + (g * CLC_MB + m0 / ${WM}) * CLC_K * ${WM};  /* a = Ap */
+% endif
 
 % if B_ROW:
     if (nv % ${RUN} + ${VN} <= ${RUN} && nv + ${VN} <= CLC_NN) {
         __global const clc_real* bp = ${B_ROW[0].format(n="nv")};
-% if a_view == "a_grad_output_rows" and not CHECK_M:
+% if a_view == "a_grad_output_rows" and not CHECK_M and not A_PACKED:
         /* A = dy rows: contiguous within one image, so walk it with a pointer, image by image
            (decoding k = (b, po) per step would cost a division and WM address computations) */
         for (clc_idx k = k_begin; k < k_end;) {
@@ -106,7 +141,7 @@ ${fmas(True)}
             }
         }
 % else:
-        for (clc_idx k = k_begin; k < k_end; ++k, bp += ${B_ROW[1]}) {
+        ${packed_walk()}for (clc_idx k = k_begin; k < k_end; ++k, bp += ${B_ROW[1]}${packed_step()}) {
             const ${vec} bv = vload${VN}(0, bp);
 ${fmas()}
         }
@@ -120,7 +155,7 @@ ${fmas()}
         const ${ivec} first = ${lanes} < (${ivec})split;
         __global const clc_real* bp = ${B_ROW[0].format(n="nv")};
         __global const clc_real* bq = ${B_ROW[0].format(n="(nv + split)")} - split;
-        for (clc_idx k = k_begin; k < k_end; ++k, bp += ${B_ROW[1]}, bq += ${B_ROW[1]}) {
+        ${packed_walk()}for (clc_idx k = k_begin; k < k_end; ++k, bp += ${B_ROW[1]}, bq += ${B_ROW[1]}${packed_step()}) {
             const ${vec} bv = select(vload${VN}(0, bq), vload${VN}(0, bp), first);
 ${fmas()}
         }
@@ -128,7 +163,7 @@ ${fmas()}
     } else
 % endif
     {
-        for (clc_idx k = k_begin; k < k_end; ++k) {
+        ${packed_walk()}for (clc_idx k = k_begin; k < k_end; ++k${packed_step()}) {
             ${vec} bv;
 % for v in range(VN):
             bv.s${comps[v]} = nv + ${v} < CLC_NN ? clc_load_b(b, g, k, nv + ${v}, chunk) : (clc_real)0;

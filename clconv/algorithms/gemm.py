@@ -143,11 +143,43 @@ class GemmShape:
         return -(-self.K // self.ksplit) if self.ksplit else 1
 
 
-def build_gemm(queue, sources, problem: Problem, shape: GemmShape, tile: dict, index: str, label: str):
-    """Render and build one GEMM; return ``(kernel, global_size, local_size)``."""
+@dataclass
+class GemmKernel:
+    """A built GEMM: its launch sizes and, where the CPU GEMM packs A first (``PACKED_A_VIEWS``),
+    the packing launch and the bytes of the packed copy (workspace ``apack``, read as A)."""
+
+    kernel: cl.Kernel | None
+    global_size: tuple[int, ...]
+    local_size: tuple[int, ...]
+    pack: Launch | None = None
+    pack_bytes: int = 0
+
+    def launch(self, a: str, b: str, c: str, bias: str | None = None, chunk: int = 0) -> Launch:
+        return Launch(self.kernel, self.global_size, self.local_size,
+                      gemm_args("apack" if self.pack else a, b, c, bias, chunk))
+
+
+# The A views the CPU GEMM packs: weights, packed once per call (not per batch chunk).  The
+# transposed views step CO or CI*KV elements per k (pages apart): packing always paid on PoCL
+# (1.1-2x); the forward's row-major weight only where the GEMM sweeps A many times (measured: 1.02-1.07x
+# with 25-196 column blocks, 0.88x with 7, where packing a 2.4 MB weight costs 12% of the GEMM).
+PACKED_A_VIEWS = ("a_weight", "a_weight_t", "a_weight_bwd_data")
+MIN_SWEEPS_TO_PACK = {"a_weight": 16}
+
+
+def _packs_a(shape: GemmShape, tile: dict, launches: int) -> bool:
+    if shape.a_view not in PACKED_A_VIEWS or shape.ksplit:
+        return False
+    sweeps = -(-shape.N // tile["VN"]) * launches  # times the GEMMs read all of A
+    return sweeps >= MIN_SWEEPS_TO_PACK.get(shape.a_view, 0)
+
+
+def build_gemm(queue, sources, problem: Problem, shape: GemmShape, tile: dict, index: str, label: str,
+               launches: int = 1) -> GemmKernel:
+    """Render and build one GEMM (run ``launches`` times per call: im2col's batch chunks)."""
     geometry = problem.geometry
     if is_cpu_config(tile):
-        return _build_cpu_gemm(queue, sources, problem, shape, tile, index, label)
+        return _build_cpu_gemm(queue, sources, problem, shape, tile, index, label, launches)
     program = render_and_build(
         queue, sources, "gemm.mako", label,
         geom=geometry, real=problem.real, index=index,
@@ -162,7 +194,7 @@ def build_gemm(queue, sources, problem: Problem, shape: GemmShape, tile: dict, i
         geometry.groups * shape.splits,
     )
     kernel = get_kernel(program, "clc_gemm") if program is not None else None
-    return kernel, global_size, local
+    return GemmKernel(kernel, global_size, local)
 
 
 def _b_row(problem: Problem, shape: GemmShape) -> tuple[bool, int]:
@@ -189,7 +221,8 @@ def vector_first(problem: Problem, shape: GemmShape) -> bool:
     return not implicit or _b_row(problem, shape)[0]
 
 
-def _build_cpu_gemm(queue, sources, problem: Problem, shape: GemmShape, tile: dict, index: str, label: str):
+def _build_cpu_gemm(queue, sources, problem: Problem, shape: GemmShape, tile: dict, index: str,
+                    label: str, launches: int) -> GemmKernel:
     """The CPU GEMM (templates/gemm_cpu.mako): one work-item per WM x VN block of C."""
     b_row, run = _b_row(problem, shape)
     if run < tile["VN"]:
@@ -198,17 +231,30 @@ def _build_cpu_gemm(queue, sources, problem: Problem, shape: GemmShape, tile: di
         b_row = False
     blocks = -(-shape.M // tile["WM"])
     lm = min(tile["LX"], blocks)  # work-items per work-group along M
+    packed = _packs_a(shape, tile, launches)
+    pack_bytes = problem.geometry.groups * blocks * tile["WM"] * shape.K * problem.itemsize if packed else 0
+    if packed and problem.geometry.needs_int64(pack_bytes // problem.itemsize):
+        index = "long"
     program = render_and_build(
         queue, sources, "gemm_cpu.mako", label,
         geom=problem.geometry, real=problem.real, index=index,
         M=shape.M, N=shape.N, K=shape.K, KSPLIT=shape.ksplit or shape.K,
         a_view=shape.a_view, b_view=shape.b_view, c_view=shape.c_view, a=shape.a, b=shape.b, c=shape.c,
-        b_row=b_row, RUN=run, WM=tile["WM"], VN=tile["VN"], LM=lm,
+        b_row=b_row, RUN=run, WM=tile["WM"], VN=tile["VN"], LM=lm, A_PACKED=packed,
     )
     local = (lm, 1, 1)
     global_size = (rounded(blocks, lm), -(-shape.N // tile["VN"]), problem.geometry.groups * shape.splits)
     kernel = get_kernel(program, "clc_gemm") if program is not None else None
-    return kernel, global_size, local
+    pack = None
+    if packed:
+        pack_kernel = get_kernel(program, "clc_pack_a") if program is not None else None
+        pack = Launch(pack_kernel, (shape.K, blocks, problem.geometry.groups), None,
+                      (Arg(_A_OPERAND[shape.a_view]), Arg("apack")))
+    return GemmKernel(kernel, global_size, local, pack, pack_bytes)
+
+
+# the operand each packable A view reads
+_A_OPERAND = {"a_weight": "w", "a_weight_t": "w", "a_weight_bwd_data": "w"}
 
 
 
@@ -217,10 +263,13 @@ def gemm_args(a: str, b: str, c: str, bias: str | None = None, chunk: int = 0) -
     return (Arg(a), Arg(b), Arg(c), Arg(bias or c, fallback=c), np.int32(chunk))
 
 
-def gemm_launch(queue, sources, problem, shape: GemmShape, tile: dict, index: str, label: str,
-                a: str, b: str, c: str, bias: str | None = None) -> Launch:
-    kernel, global_size, local = build_gemm(queue, sources, problem, shape, tile, index, label)
-    return Launch(kernel, global_size, local, gemm_args(a, b, c, bias))
+def gemm_launches(queue, sources, problem, shape: GemmShape, tile: dict, index: str, label: str,
+                  a: str, b: str, c: str, bias: str | None = None) -> tuple[list[Launch], dict[str, int]]:
+    """The launches of one GEMM (A's packing first, where it is packed) and their workspaces."""
+    gemm = build_gemm(queue, sources, problem, shape, tile, index, label)
+    if gemm.pack is None:
+        return [gemm.launch(a, b, c, bias)], {}
+    return [gemm.pack, gemm.launch(a, b, c, bias)], {"apack": gemm.pack_bytes}
 
 
 def _tile_config(config: dict) -> dict:
@@ -306,9 +355,9 @@ class ImplicitGemm(Algorithm):
         sources: list = []
         names = {"forward": ("w", "x", "y", "bias"), "backward_data": ("w", "dy", "dx", "bias"),
                  "backward_weight": ("dy", "x", "dw", None)}[problem.pass_]
-        launch = gemm_launch(queue, sources, problem, shape, _tile_config(config), problem.index_type(),
-                             self.name, *names)
-        return Runner(self.name, config, [launch], {}, sources)
+        launches, workspaces = gemm_launches(queue, sources, problem, shape, _tile_config(config),
+                                             problem.index_type(), self.name, *names)
+        return Runner(self.name, config, launches, workspaces, sources)
 
 
 class Gemm1x1(ImplicitGemm):
@@ -384,13 +433,13 @@ class SplitK(Algorithm):
         elements = g.groups * shape.M * shape.N
         index = problem.index_type(elements * splits)
         sources: list = []
-        gemm = gemm_launch(queue, sources, problem, shape, _tile_config(config), index, self.name,
-                           "dy", "x", "partial")
+        gemm, _ = gemm_launches(queue, sources, problem, shape, _tile_config(config), index, self.name,
+                                "dy", "x", "partial")  # A = dy: never packed
         program = render_and_build(queue, sources, "reduce.mako", self.name, geom=g, real=problem.real,
                                    index=index, kernel="splitk_sum", splits=splits, elements=elements, wg=0)
         reduce = Launch(get_kernel(program, "clc_splitk_sum") if program is not None else None, (rounded(elements, 64),), None,
                         (Arg("partial", with_offset=False), Arg("dw")))
-        return Runner(self.name, config, [gemm, reduce], {"partial": splits * elements * problem.itemsize}, sources)
+        return Runner(self.name, config, [*gemm, reduce], {"partial": splits * elements * problem.itemsize}, sources)
 
 
 class Im2col(Algorithm):
@@ -454,8 +503,8 @@ class Im2col(Algorithm):
             shape = replace(shape, b_view="b_columns", b_nfast=True)
         sources: list = []
         common = dict(geom=g, real=problem.real, index=index, chunk_batch=nb)
-        launches = []
-        gemm = build_gemm(queue, sources, problem, shape, tile, index, self.name)
+        gemm = build_gemm(queue, sources, problem, shape, tile, index, self.name, launches=g.batch // nb)
+        launches = [gemm.pack] if gemm.pack is not None else []  # A packed once for every chunk
         if problem.pass_ in ("forward", "backward_weight"):
             rows = g.groups * g.cin_per_group * g.kernel_volume
             if is_cpu_config(tile):  # with the CPU GEMM: one work-item per output row (or pixel)
@@ -473,9 +522,9 @@ class Im2col(Algorithm):
             for chunk in range(0, g.batch, nb):
                 launches.append(Launch(unfold_kernel, unfold_global, None, (Arg("x"), Arg("col", with_offset=False), np.int32(chunk))))
                 if problem.pass_ == "forward":
-                    launches.append(Launch(*gemm, gemm_args("w", "col", "y", "bias", chunk)))
+                    launches.append(gemm.launch("w", "col", "y", "bias", chunk))
                 else:
-                    launches.append(Launch(*gemm, gemm_args("dy", "col", "dw", None, chunk)))
+                    launches.append(gemm.launch("dy", "col", "dw", None, chunk))
         else:
             if is_cpu_config(tile):  # one work-item per dx row: 4-5x the per-element gather on PoCL
                 fold = render_and_build(queue, sources, "im2col_rows.mako", self.name, kernel="col2im",
@@ -488,7 +537,8 @@ class Im2col(Algorithm):
                 fold_kernel = get_kernel(fold, "clc_col2im") if fold is not None else None
                 fold_global = (rounded(g.in_pixels, 64), nb * g.in_channels)
             for chunk in range(0, g.batch, nb):
-                launches.append(Launch(*gemm, gemm_args("w", "dy", "col", None, chunk)))
+                launches.append(gemm.launch("w", "dy", "col", None, chunk))
                 launches.append(Launch(fold_kernel, fold_global, None,
                                        (Arg("col", with_offset=False), Arg("bias", fallback="dx"), Arg("dx"), np.int32(chunk))))
-        return Runner(self.name, config, launches, {"col": col_bytes}, sources)
+        return Runner(self.name, config, launches, {"col": col_bytes, **({"apack": gemm.pack_bytes} if gemm.pack else {})},
+                      sources)

@@ -166,6 +166,11 @@ def _rel_error(got: np.ndarray, ref: np.ndarray) -> float:
     return float(np.linalg.norm(got.astype(np.float64) - ref) / denom)
 
 
+# Seconds to wait before timing clconv on a CPU: PyTorch's (libgomp) and OpenBLAS's worker
+# threads spin for up to ~0.1-0.2 s after their last call before they sleep.
+HOST_THREADS_IDLE_S = 0.25
+
+
 def bench_layer(layer, passes, queue, *, algorithm="auto", repeats=20, torch=None, numpy_baseline=False,
                 check=False, rng=None, progress=None, statistic=statistics.median) -> list[Row]:
     """Time every pass of one layer; see the module docstring for what each column means."""
@@ -189,7 +194,11 @@ def bench_layer(layer, passes, queue, *, algorithm="auto", repeats=20, torch=Non
     if torch is not None and _torch_args(g) is not None:
         tdev = "cuda" if gpu else "cpu"
         tt = {name: torch.from_numpy(a).to(tdev) for name, a in host.items()}
-    rows = []
+    # Phases, clconv first: PyTorch's OpenMP workers and OpenBLAS's threads spin-wait for a while
+    # after each call, and on a CPU device they would take cores from clconv's timing.
+    rows, outputs = [], {}
+    if not gpu:
+        time.sleep(HOST_THREADS_IDLE_S)  # the previous layer's host-library threads go idle
     for pass_ in passes:
         row = Row(layer.label, layer.descriptor, pass_, PASS_LABELS[layer.transposed][pass_])
         rows.append(row)
@@ -208,30 +217,34 @@ def bench_layer(layer, passes, queue, *, algorithm="auto", repeats=20, torch=Non
             if check:  # the first run's output, on poisoned memory, is the one checked
                 cl.wait_for_events(runner.run(pqueue, operands))
                 cl.enqueue_copy(pqueue, out, out_buf)
+                outputs[pass_] = out
             seconds = time_runner(runner, pqueue, operands, repeats, statistic)
             row.ms = seconds * 1e3
             row.gflops = g.flops / seconds / 1e9
         except Exception as exc:  # noqa: BLE001 - one failing layer must not end the benchmark
             row.note = f"clconv failed: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
-            continue
-        if tt is not None:
+    for row in rows:
+        if tt is not None and math.isfinite(row.ms):
             try:
-                fn = _torch_fn(torch, g, pass_, tt)
+                fn = _torch_fn(torch, g, row.pass_, tt)
                 row.ref_name = "cudnn" if gpu else "torch-cpu"
                 row.ref_ms = _time_torch(torch, fn, repeats, gpu, statistic)
                 row.ratio = row.ms / row.ref_ms
             except Exception as exc:  # noqa: BLE001
                 row.note += f" torch failed: {type(exc).__name__}: {str(exc)[:120]}"
-        if numpy_baseline and pass_ == "forward":
+        if numpy_baseline and row.pass_ == "forward" and math.isfinite(row.ms):
             row.numpy_ms = _time_host(lambda: numpy_im2col_forward(g, host["x"], host["w"]), max(3, repeats // 4),
                                       statistic)
-        if check:
-            if tt is not None and gpu:
-                t64 = {k: v.double() for k, v in tt.items()}
-                ref = _torch_fn(torch, g, pass_, t64)().cpu().numpy()
-            else:
-                ref = reference.run_pass(pass_, g, host[a_name], host[b_name])
-            row.error = _rel_error(out, ref)
+    for row in rows:
+        if row.pass_ not in outputs:
+            continue
+        a_name, b_name, _ = _OPERANDS[row.pass_]
+        if tt is not None and gpu:
+            t64 = {k: v.double() for k, v in tt.items()}
+            ref = _torch_fn(torch, g, row.pass_, t64)().cpu().numpy()
+        else:
+            ref = reference.run_pass(row.pass_, g, host[a_name], host[b_name])
+        row.error = _rel_error(outputs[row.pass_], ref)
     for buf in device.values():
         buf.release()
     return rows

@@ -7,7 +7,7 @@ queue).  Each geometry gets kernels rendered from Mako templates with its sizes 
 and cached in memory and on disk; ``algorithm='auto'`` picks the fastest algorithm by measurement.
 """
 
-from .algorithms import PASSES, algorithms
+from .algorithms import PASSES, algorithms, release_workspaces
 from .builder import BuildError, cache_dir
 from .device import default_device_choice, default_queue
 from .geometry import ConvGeometry
@@ -27,5 +27,5 @@ __all__ = [
     "conv3d_input", "conv3d_weight", "conv_transpose1d", "conv_transpose1d_input", "conv_transpose1d_weight",
     "conv_transpose2d", "conv_transpose2d_input", "conv_transpose2d_weight", "conv_transpose3d",
     "conv_transpose3d_input", "conv_transpose3d_weight", "convolution_backward", "default_device_choice",
-    "default_queue", "render",
+    "default_queue", "release_workspaces", "render",
 ]

@@ -33,7 +33,8 @@ from .geometry import ConvGeometry, Resolved
 from .planner import _label as planner_label
 from .planner import candidates, check_serves, get_algorithm, plan, tune
 from .tensors import (
-    check_allocation, check_device_dtype, check_out, check_tensor, common_dtype, empty_array, pick_queue, to_operand,
+    check_allocation, check_device_dtype, check_out, check_tensor, common_dtype, empty_array, pick_queue,
+    result_allocator, to_operand,
 )
 
 log = logging.getLogger("clconv.ops")
@@ -86,7 +87,7 @@ def _run_pass(
         if value is not None:
             operands[role], holder = to_operand(value, queue)
             keep_alive.append(holder)
-    result = out if out is not None else empty_array(queue, user_shape, dtype)
+    result = out if out is not None else empty_array(queue, user_shape, dtype, result_allocator(user_tensors))
     operands[result_name], _ = to_operand(result, queue)
     wait_for = [e for v in user_tensors.values() if isinstance(v, cl_array.Array) for e in v.events] or None
     if out is not None:

@@ -87,3 +87,80 @@ def test_launches_of_one_kernel_must_agree_on_its_argument_types(store_kernel):
 def test_a_literal_kernel_argument_must_say_its_width(store_kernel):
     with pytest.raises(TypeError, match="numpy scalar"):
         Launch(store_kernel, (1,), None, (Arg("a"), 1))
+
+
+# -- the result's allocator and the kept workspace buffers ------------------------------------------
+
+
+def test_results_use_the_inputs_allocator(queue, rng):
+    """pyopencl's convention: a result comes from its input's allocator (a MemoryPool here)."""
+    from pyopencl.tools import ImmediateAllocator, MemoryPool
+
+    pool = MemoryPool(ImmediateAllocator(queue))
+    x_host, w_host = random(rng, (2, 3, 6, 5)), random(rng, (4, 3, 3, 3))
+    x = cl_array.to_device(queue, x_host, allocator=pool)
+    w = cl_array.to_device(queue, w_host)
+    g = resolve_conv(2, x.shape, w.shape, None, 1, 1, 1, 1).geometry
+    for _ in range(2):  # the second result is made by empty_array's fast constructor
+        y = clconv.conv2d(x, w, padding=1)
+        assert y.allocator is pool
+        assert_matches(y, reference.forward(g, x_host, w_host), g.reduction_length)
+    active = pool.active_blocks
+    del y
+    assert pool.active_blocks == active - 1  # the result's block went back to the pool
+    assert clconv.conv2d(cl_array.to_device(queue, x_host), w, padding=1).allocator is None
+
+
+def _im2col_call(queue, rng):
+    x_host, w_host = random(rng, (2, 3, 6, 5)), random(rng, (4, 3, 3, 3))
+    g = resolve_conv(2, x_host.shape, w_host.shape, None, 1, 1, 1, 1).geometry
+    return x_host, w_host, g, lambda q: clconv.conv2d(cl_array.to_device(q, x_host), cl_array.to_device(q, w_host),
+                                                      padding=1, algorithm="im2col")
+
+
+def test_workspaces_are_kept_per_in_order_queue(queue, rng):
+    from clconv.algorithms.base import _Scratch
+
+    x_host, w_host, g, call = _im2col_call(queue, rng)
+    ref = reference.forward(g, x_host, w_host)
+    clconv.release_workspaces()
+    assert_matches(call(queue), ref, g.reduction_length)
+    kept = _Scratch.of(queue).buffers["col"]
+    for _ in range(2):
+        assert_matches(call(queue), ref, g.reduction_length)
+    assert _Scratch.of(queue).buffers["col"] is kept, "the column buffer is allocated once, then reused"
+    clconv.release_workspaces()
+    assert_matches(call(queue), ref, g.reduction_length)
+    assert _Scratch.of(queue).buffers["col"] is not kept
+    # an out-of-order queue gets a buffer per call: its calls may run at the same time
+    try:
+        ooo = cl.CommandQueue(queue.context, properties=cl.command_queue_properties.OUT_OF_ORDER_EXEC_MODE_ENABLE)
+    except cl.Error:
+        pytest.skip("the device has no out-of-order queues")
+    assert _Scratch.of(ooo) is None
+    for _ in range(2):
+        assert_matches(call(ooo), ref, g.reduction_length)
+
+
+def test_calls_from_threads_on_one_queue_do_not_share_a_workspace_mid_call(queue, rng, monkeypatch):
+    """Each call's kernels use the queue's scratch buffers while it holds them: calls from several
+    threads on one queue, each with its own data, all get their own results (a pause between a
+    call's launches invites the other threads to enqueue theirs in between)."""
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    resolve = Launch.resolve_args
+    monkeypatch.setattr(Launch, "resolve_args", lambda self, *a: time.sleep(0.002) or resolve(self, *a))
+
+    w_host = random(rng, (4, 3, 3, 3))
+    inputs = [random(rng, (2, 3, 6, 5)) for _ in range(12)]
+    g = resolve_conv(2, inputs[0].shape, w_host.shape, None, 1, 1, 1, 1).geometry
+    w = cl_array.to_device(queue, w_host)
+
+    def call(x_host):
+        return clconv.conv2d(cl_array.to_device(queue, x_host), w, padding=1, algorithm="im2col").get()
+
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(call, inputs * 3))
+    for x_host, got in zip(inputs * 3, results):
+        assert_matches(got, reference.forward(g, x_host, w_host), g.reduction_length)

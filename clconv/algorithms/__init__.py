@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from .base import PASSES, Algorithm, Declined, LaunchError, Operand, Problem, Runner, workspace_limit
+from .base import (
+    PASSES, Algorithm, Declined, LaunchError, Operand, Problem, Runner, release_workspaces, workspace_limit,
+)
 from .direct import Direct, bias_gradient_runner
 from .depthwise import DepthwiseWgrad
 from .depthwise_rows import DepthwiseRows
@@ -24,5 +26,5 @@ def algorithms(pass_: str | None = None) -> list[str]:
 
 __all__ = [
     "PASSES", "REGISTRY", "Algorithm", "Declined", "LaunchError", "Operand", "Problem", "Runner", "algorithms",
-    "bias_gradient_runner", "workspace_limit",
+    "bias_gradient_runner", "release_workspaces", "workspace_limit",
 ]

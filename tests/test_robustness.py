@@ -310,6 +310,16 @@ def test_workspace_allocation_failure_names_kernel_and_geometry(queue, rng, fres
     huge = queue.device.max_mem_alloc_size + 4096
     monkeypatch.setenv("CLCONV_WORKSPACE_LIMIT", str(10 * huge))
     monkeypatch.setattr(type(REGISTRY["im2col"]), "_column_bytes_per_image", lambda self, problem: huge)
+    # PoCL refuses a buffer over its max_mem_alloc_size; NVIDIA's driver accepts one (it allocates
+    # lazily), so the refusal is also simulated: what is tested is what clconv makes of it
+    real_buffer = cl.Buffer
+
+    def refusing_buffer(context, flags, size=0, *args, **kwargs):
+        if size >= huge:
+            raise cl.MemoryError(f"clCreateBuffer failed: MEM_OBJECT_ALLOCATION_FAILURE ({size} bytes, simulated)")
+        return real_buffer(context, flags, size, *args, **kwargs)
+
+    monkeypatch.setattr(cl, "Buffer", refusing_buffer)
     x, w, g = _short_reduction(rng)
     _, _, padding, groups = SHORT_REDUCTION
     with pytest.raises(LaunchError, match=r"could not allocate its \d+-byte workspace 'col'") as info:

@@ -250,3 +250,23 @@ def test_depthwise_weight_gradient_float64(queue, rng):
     cl.enqueue_copy(queue, out, bufs["dw"])
     queue.finish()
     assert_matches(out, reference.backward_weight(g, x, dy), g.batch * g.out_pixels, np.float64)
+
+
+def test_bench_merges_runs_taking_each_librarys_fastest_time(tmp_path, capsys):
+    from clconv.bench import Row, main
+
+    def run(ms, ref_ms, numpy_ms, algorithm, error):
+        row = Row("l", "mb1ic2ih4oc2oh4kh3ph1", "forward", "fwd", algorithm=algorithm, ms=ms, ref_ms=ref_ms,
+                  numpy_ms=numpy_ms, error=error, ratio=ms / ref_ms)
+        return {"meta": {"device": "d", "reference": "torch-cpu"}, "rows": [row.__dict__]}
+
+    files = []
+    for i, data in enumerate([run(2.0, 1.0, 3.0, "im2col", 1e-7), run(1.5, 1.2, 2.5, "direct", 3e-7)]):
+        files.append(tmp_path / f"run{i}.json")
+        files[-1].write_text(json.dumps(data))
+    merged = tmp_path / "merged.json"
+    assert main(["--from-json", *map(str, files), "--json", str(merged)]) == 0
+    (row,) = json.loads(merged.read_text())["rows"]
+    assert (row["ms"], row["ref_ms"], row["numpy_ms"], row["algorithm"]) == (1.5, 1.0, 2.5, "direct")
+    assert row["ratio"] == 1.5 and row["error"] == 3e-7
+    assert "fastest of the runs" in capsys.readouterr().out

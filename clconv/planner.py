@@ -8,14 +8,13 @@ measuring), remembers the winner, and falls back past any candidate that fails t
 from __future__ import annotations
 
 import logging
-import os
 import statistics
 import threading
 
 import numpy as np
 import pyopencl as cl
 
-from . import templates, tuning
+from . import environ, templates, tuning
 from .algorithms import REGISTRY, Algorithm, LaunchError, Operand, Problem, Runner, algorithms, workspace_limit
 from .builder import BuildError
 
@@ -139,7 +138,7 @@ def plan(problem: Problem, queue: cl.CommandQueue, algorithm: str = "auto") -> R
     everything the choice depends on, including the tuning database's generation, which every
     store and ``tuning.forget_memory()`` bumps."""
     key = (queue.context.int_ptr, queue.device.int_ptr, problem, algorithm, tuning.generation(),
-           os.environ.get("CLCONV_WORKSPACE_LIMIT"), os.environ.get("CLCONV_TUNE"), templates.generation())
+           environ.raw("CLCONV_WORKSPACE_LIMIT"), environ.raw("CLCONV_TUNE"), templates.generation())
     runner = _planned.get(key)
     if runner is None:
         runner = _plan(problem, queue, algorithm)

@@ -15,6 +15,8 @@ from typing import Any
 from mako.exceptions import MakoException, text_error_template
 from mako.lookup import TemplateLookup
 
+from . import environ
+
 _PACKAGE_DIR = Path(__file__).resolve().parent
 _lookups: dict[tuple[tuple[str, ...], str | None], TemplateLookup] = {}
 
@@ -50,7 +52,7 @@ def generation() -> tuple:
     modification time and size.  Caches of prepared kernels key on it, so an edited template takes
     effect in the running process too; empty (and free) when no user path is set."""
     global _last_generation
-    raw = os.environ.get("CLCONV_TEMPLATE_PATH", "")
+    raw = environ.get("CLCONV_TEMPLATE_PATH", "")
     if not raw:
         return ()
     stamp: list = [raw]

@@ -624,7 +624,7 @@ def first_call_costs(spec: str | None, device: str | None, quiet: bool = False) 
               f"context: {w['setup_s'] * 1e3:.0f} ms")
         print(f"  cached call, host time per call in a stream of calls on {h['tiny_layer']} (kernel "
               f"{h['tiny_kernel_us']:.1f} us): {h['tiny_us']:.1f} us with out=, {h['tiny_alloc_us']:.1f} us "
-              f"allocating the result")
+              f"allocating the result, {h['tiny_pool_us']:.1f} us from a pyopencl MemoryPool")
         print(f"    of which clconv's own (the kernel enqueue stubbed out): {h['tiny_host_us']:.1f} us with out=, "
               f"{h['tiny_host_alloc_us']:.1f} us allocating")
         print(f"  cached call of this layer with finish() after each: wall {h['wall_us']:.1f} us vs kernel "
@@ -660,7 +660,7 @@ def host_overhead(g, calls: int = 2000, repeats: int = 3) -> dict:
     enqueue), ``tiny_alloc_us`` allocating the result instead, and ``tiny_host_us`` /
     ``tiny_host_alloc_us``, the same two with the kernel enqueue replaced by an already-complete
     event: clconv's own cost per call (with pyopencl's argument setting), the driver's enqueue left
-    out.  For ``g`` itself: wall time per call with a ``finish()`` after each, against its kernel
+    out; ``tiny_pool_us`` allocating results from the input's pyopencl MemoryPool.  For ``g`` itself: wall time per call with a ``finish()`` after each, against its kernel
     time from profiling events."""
     import pyopencl as cl
     import pyopencl.array as cla
@@ -697,6 +697,11 @@ def host_overhead(g, calls: int = 2000, repeats: int = 3) -> dict:
     x, w, y, kwargs = setup(tiny)
     tiny_runner = plan(Problem(tiny, "forward", "float32"), queue)  # the runner those calls use
     figures = {"tiny_us": per_call_us(x, w, {**kwargs, "out": y}), "tiny_alloc_us": per_call_us(x, w, kwargs)}
+    # results from a pyopencl MemoryPool: the input's allocator is the result's
+    from pyopencl.tools import ImmediateAllocator, MemoryPool
+
+    pooled = cla.to_device(queue, x.get(), allocator=MemoryPool(ImmediateAllocator(queue)))
+    figures["tiny_pool_us"] = per_call_us(pooled, w, kwargs)
     done = cl.enqueue_marker(queue)
     done.wait()
     real_kernels = [launch.kernel for launch in tiny_runner.launches]

@@ -249,12 +249,8 @@ def _build_cpu_gemm(queue, sources, problem: Problem, shape: GemmShape, tile: di
     if packed:
         pack_kernel = get_kernel(program, "clc_pack_a") if program is not None else None
         pack = Launch(pack_kernel, (shape.K, blocks, problem.geometry.groups), None,
-                      (Arg(_A_OPERAND[shape.a_view]), Arg("apack")))
+                      (Arg("w"), Arg("apack")))  # every packed view is a view of the weight
     return GemmKernel(kernel, global_size, local, pack, pack_bytes)
-
-
-# the operand each packable A view reads
-_A_OPERAND = {"a_weight": "w", "a_weight_t": "w", "a_weight_bwd_data": "w"}
 
 
 
@@ -433,13 +429,14 @@ class SplitK(Algorithm):
         elements = g.groups * shape.M * shape.N
         index = problem.index_type(elements * splits)
         sources: list = []
-        gemm, _ = gemm_launches(queue, sources, problem, shape, _tile_config(config), index, self.name,
-                                "dy", "x", "partial")  # A = dy: never packed
+        gemm, spaces = gemm_launches(queue, sources, problem, shape, _tile_config(config), index, self.name,
+                                     "dy", "x", "partial")
         program = render_and_build(queue, sources, "reduce.mako", self.name, geom=g, real=problem.real,
                                    index=index, kernel="splitk_sum", splits=splits, elements=elements, wg=0)
         reduce = Launch(get_kernel(program, "clc_splitk_sum") if program is not None else None, (rounded(elements, 64),), None,
                         (Arg("partial", with_offset=False), Arg("dw")))
-        return Runner(self.name, config, [*gemm, reduce], {"partial": splits * elements * problem.itemsize}, sources)
+        return Runner(self.name, config, [*gemm, reduce], {"partial": splits * elements * problem.itemsize, **spaces},
+                      sources)
 
 
 class Im2col(Algorithm):

@@ -400,7 +400,7 @@ def _bias_gradient(grad_output: Tensor, batched_shape: tuple[int, ...], queue: c
                      (0, 0, 0), (1, 1, 1))
     runner = bias_gradient_runner(Problem(g, "backward_weight", dtype.name), queue, queue.device)
     operand, holder = to_operand(grad_output, queue)
-    result = empty_array(queue, (channels,), dtype)
+    result = empty_array(queue, (channels,), dtype, result_allocator({"grad_output": grad_output}))
     db, _ = to_operand(result, queue)
     wait_for = list(grad_output.events) if isinstance(grad_output, cl_array.Array) else None
     events = runner.run(queue, {"dy": operand, "db": db}, wait_for=wait_for)

@@ -24,8 +24,7 @@ ${prelude.header(geom, real, index)}
             return f"vload{VN}(0, {ptr})"
         return f"({vec})(" + ", ".join(f"({ptr})[{i * stride}]" for i in range(VN)) + ")"
 
-    edge_ranges = [(0, columns.width)] if VN == 0 else [(0, columns.lo), (columns.hi, columns.width)]
-    edge_ranges = [(a, b) for a, b in edge_ranges if b > a]
+    edge_ranges = columns.edge_ranges
     # vector starts: `full` of them from lo (a loop), then the overlapping tail vector
     blocks = VN > 0 and columns.full > 0
     tail = VN > 0 and columns.tail_overlap >= 0

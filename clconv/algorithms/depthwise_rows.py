@@ -39,10 +39,14 @@ class ColumnPlan:
     tail_overlap: int  # lanes of the last vector that repeat earlier columns; -1: no tail vector
 
     @property
+    def edge_ranges(self) -> list[tuple[int, int]]:
+        """The edge columns as ``[begin, end)`` ranges (at most two)."""
+        ranges = [(0, self.width)] if self.vn == 0 else [(0, self.lo), (self.hi, self.width)]
+        return [(begin, end) for begin, end in ranges if end > begin]
+
+    @property
     def edge_columns(self) -> list[int]:
-        if self.vn == 0:
-            return list(range(self.width))
-        return [*range(self.lo), *range(self.hi, self.width)]
+        return [column for begin, end in self.edge_ranges for column in range(begin, end)]
 
     @property
     def tail_start(self) -> int:

@@ -35,3 +35,39 @@ def assert_matches(got, ref: np.ndarray, reduction_length: int, dtype=np.float32
     atol = tolerance(reduction_length, dtype) * scale
     err = float(np.max(np.abs(got.astype(np.float64) - ref))) if ref.size else 0.0
     assert err <= atol, f"max abs error {err:.3e} > tolerance {atol:.3e} (reduction length {reduction_length})"
+
+
+OPERANDS = {"forward": ("x", "w", "y"), "backward_data": ("dy", "w", "dx"), "backward_weight": ("x", "dy", "dw")}
+
+
+def run_prepared(queue, rng: np.random.Generator, problem, algorithm, config: dict):
+    """Prepare ``algorithm`` with ``config`` for ``problem`` (its dtype; a bias if it has one), run it
+    on fresh random data into a NaN-poisoned output, compare with the float64 reference; return
+    the runner.  For tests of one algorithm's configurations, below the public ops."""
+    import pyopencl as cl
+
+    from clconv import reference
+    from clconv.algorithms import Operand
+
+    g, dtype = problem.geometry, np.dtype(problem.dtype)
+    a_name, b_name, out_name = OPERANDS[problem.pass_]
+    shapes = {"x": g.input_shape, "w": g.weight_shape, "dy": g.output_shape, "y": g.output_shape,
+              "dx": g.input_shape, "dw": g.weight_shape,
+              "bias": (g.out_channels if problem.pass_ == "forward" else g.in_channels,)}
+    names = (a_name, b_name, "bias") if problem.bias else (a_name, b_name)
+    host = {name: random(rng, shapes[name], dtype) for name in names}
+    mf = cl.mem_flags
+    operands = {name: Operand(cl.Buffer(queue.context, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=value))
+                for name, value in host.items()}
+    out = np.full(shapes[out_name], np.nan, dtype)
+    operands[out_name] = Operand(cl.Buffer(queue.context, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=out))
+    runner = algorithm.prepare(problem, config, queue, queue.device)
+    cl.wait_for_events(runner.run(queue, operands))
+    cl.enqueue_copy(queue, out, operands[out_name].buffer)
+    queue.finish()
+    ref = reference.run_pass(problem.pass_, g, host[a_name].astype(np.float64), host[b_name].astype(np.float64),
+                             host["bias"].astype(np.float64) if problem.bias else None)
+    length = {"forward": g.reduction_length, "backward_data": g.cout_per_group * g.kernel_volume,
+              "backward_weight": g.batch * g.out_pixels}[problem.pass_]
+    assert_matches(out, ref, length, dtype)
+    return runner

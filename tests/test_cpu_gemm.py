@@ -6,18 +6,15 @@ from __future__ import annotations
 
 import types
 
-import numpy as np
 import pyopencl as cl
 import pytest
 
-from clconv import reference
-from clconv.algorithms import REGISTRY, Operand, Problem
+from clconv.algorithms import REGISTRY, Problem
 from clconv.algorithms.gemm import CPU_VECTOR_TILES, _b_row, cpu_config, gemm_tiles, is_cpu_config
 from clconv.shapes import parse_descriptor
 
-from helpers import assert_matches, random
+from helpers import OPERANDS, run_prepared
 
-OPERANDS = {"forward": ("x", "w", "y"), "backward_data": ("dy", "w", "dx"), "backward_weight": ("x", "dy", "dw")}
 PASSES = tuple(OPERANDS)
 
 # M = 7 output channels (remainder for WM = 4), 9x9 = 81 pixels (runs of 8 or 16 cross images).
@@ -33,29 +30,8 @@ TINY_IMAGES = "mb8ic5ih2oc7oh2kh1ph0"
 CONFIGS = {"wm4-vn8": cpu_config(4, 8, 4), "wm8-vn16": cpu_config(8, 16, 8), "wm3-vn4": cpu_config(3, 4, 2)}
 
 
-def _run(queue, problem, algorithm, config, rng, dtype=np.float32):
-    """Run one (algorithm, config) on fresh random data into a NaN-poisoned output; compare."""
-    g = problem.geometry
-    host = {"x": random(rng, g.input_shape), "w": random(rng, g.weight_shape), "dy": random(rng, g.output_shape),
-            "bias": random(rng, (g.out_channels if problem.pass_ == "forward" else g.in_channels,))}
-    host = {k: v.astype(dtype) for k, v in host.items()}
-    a_name, b_name, out_name = OPERANDS[problem.pass_]
-    names = (a_name, b_name, "bias") if problem.bias else (a_name, b_name)
-    shape = {"y": g.output_shape, "dx": g.input_shape, "dw": g.weight_shape}[out_name]
-    runner = algorithm.prepare(problem, config, queue, queue.device)
-    mf = cl.mem_flags
-    out = np.full(shape, np.nan, dtype)
-    bufs = {name: cl.Buffer(queue.context, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=host[name])
-            for name in names}
-    bufs[out_name] = cl.Buffer(queue.context, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=out)
-    cl.wait_for_events(runner.run(queue, {k: Operand(v) for k, v in bufs.items()}))
-    cl.enqueue_copy(queue, out, bufs[out_name])
-    queue.finish()
-    ref = reference.run_pass(problem.pass_, g, host[a_name].astype(np.float64), host[b_name].astype(np.float64),
-                             host["bias"].astype(np.float64) if problem.bias else None)
-    length = {"forward": g.reduction_length, "backward_data": g.cout_per_group * g.kernel_volume,
-              "backward_weight": g.batch * g.out_pixels}[problem.pass_]
-    assert_matches(out, ref, length, dtype)
+def _run(queue, problem, algorithm, config, rng):
+    run_prepared(queue, rng, problem, algorithm, config)
 
 
 @pytest.mark.parametrize("config", list(CONFIGS), ids=list(CONFIGS))
@@ -122,7 +98,7 @@ def test_cpu_gemm_float64(queue, rng):
     if not queue.device.double_fp_config:
         pytest.skip("no fp64 on this device")
     g = parse_descriptor(ODD_1X1).geometry
-    _run(queue, Problem(g, "forward", "float64"), REGISTRY["gemm1x1"], CONFIGS["wm3-vn4"], rng, np.float64)
+    _run(queue, Problem(g, "forward", "float64"), REGISTRY["gemm1x1"], CONFIGS["wm3-vn4"], rng)
 
 
 def test_row_form_only_where_b_is_contiguous():

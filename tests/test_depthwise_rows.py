@@ -6,18 +6,15 @@ channels per group, bias, float64 and the weight gradient's slices."""
 
 from __future__ import annotations
 
-import numpy as np
-import pyopencl as cl
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from clconv import reference
-from clconv.algorithms import REGISTRY, Operand, Problem
+from clconv.algorithms import REGISTRY, Problem
 from clconv.algorithms.depthwise_rows import column_plan
 from clconv.geometry import resolve_conv
 
-from helpers import assert_matches, random
+from helpers import run_prepared
 
 ALGORITHM = REGISTRY["depthwise_rows"]
 PASSES = ("forward", "backward_data", "backward_weight")
@@ -71,30 +68,7 @@ def _geometry(name):
 
 
 def _run(queue, rng, problem: Problem, config: dict):
-    """One (pass, config) on fresh random data into a NaN-poisoned output, against float64."""
-    g, dtype = problem.geometry, np.dtype(problem.dtype)
-    a_name, b_name, out_name = {"forward": ("x", "w", "y"), "backward_data": ("dy", "w", "dx"),
-                                "backward_weight": ("x", "dy", "dw")}[problem.pass_]
-    shapes = {"x": g.input_shape, "w": g.weight_shape, "dy": g.output_shape, "y": g.output_shape,
-              "dx": g.input_shape, "dw": g.weight_shape}
-    host = {name: random(rng, shapes[name], dtype) for name in (a_name, b_name)}
-    bias = random(rng, (g.out_channels if problem.pass_ == "forward" else g.in_channels,), dtype) if problem.bias else None
-    mf = cl.mem_flags
-    operands = {name: Operand(cl.Buffer(queue.context, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=value))
-                for name, value in host.items()}
-    if bias is not None:
-        operands["bias"] = Operand(cl.Buffer(queue.context, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=bias))
-    out = np.full(shapes[out_name], np.nan, dtype)
-    operands[out_name] = Operand(cl.Buffer(queue.context, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=out))
-    runner = ALGORITHM.prepare(problem, config, queue, queue.device)
-    cl.wait_for_events(runner.run(queue, operands))
-    cl.enqueue_copy(queue, out, operands[out_name].buffer)
-    queue.finish()
-    ref = reference.run_pass(problem.pass_, g, host[a_name], host[b_name], bias)
-    length = {"forward": g.kernel_volume, "backward_data": g.cout_per_group * g.kernel_volume,
-              "backward_weight": g.batch * g.out_pixels}[problem.pass_]
-    assert_matches(out, ref, length, dtype)
-    return runner
+    return run_prepared(queue, rng, problem, ALGORITHM, config)
 
 
 @pytest.mark.parametrize("pass_", PASSES)

@@ -17,7 +17,7 @@ from clconv.algorithms import REGISTRY, Operand, Problem
 from clconv.algorithms.gemm import GPU_TILES, TILE_KEYS, _tile_config, gemm_tiles
 from clconv.shapes import parse_descriptor
 
-from helpers import assert_matches, random
+from helpers import assert_matches, random, run_prepared
 
 # Odd sizes everywhere so that M, N and K all leave tile remainders; a grouped, strided, dilated
 # case; a transposed-conv case (its forward is the canonical data gradient); an exactly tiled 1x1.
@@ -36,28 +36,10 @@ TILES = {
     "vw1": (16, 16, 8, 2, 2, 1, 1),
 }
 PASSES = ("forward", "backward_data", "backward_weight")
-OPERANDS = {"forward": ("x", "w", "y"), "backward_data": ("dy", "w", "dx"), "backward_weight": ("x", "dy", "dw")}
 
 
 def _run(queue, problem, algorithm, config, rng):
-    """Run one (algorithm, config) on fresh random data into a NaN-poisoned output; compare."""
-    g = problem.geometry
-    host = {"x": random(rng, g.input_shape), "w": random(rng, g.weight_shape), "dy": random(rng, g.output_shape)}
-    a_name, b_name, out_name = OPERANDS[problem.pass_]
-    shape = {"y": g.output_shape, "dx": g.input_shape, "dw": g.weight_shape}[out_name]
-    runner = algorithm.prepare(problem, config, queue, queue.device)
-    mf = cl.mem_flags
-    out = np.full(shape, np.nan, np.float32)
-    bufs = {name: cl.Buffer(queue.context, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=host[name]) for name in (a_name, b_name)}
-    bufs[out_name] = cl.Buffer(queue.context, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=out)
-    cl.wait_for_events(runner.run(queue, {k: Operand(v) for k, v in bufs.items()}))
-    cl.enqueue_copy(queue, out, bufs[out_name])
-    queue.finish()
-    ref = reference.run_pass(problem.pass_, g, host[a_name], host[b_name])
-    length = g.reduction_length if problem.pass_ != "backward_weight" else g.batch * g.out_pixels
-    if problem.pass_ == "backward_data":
-        length = g.cout_per_group * g.kernel_volume
-    assert_matches(out, ref, length)
+    run_prepared(queue, rng, problem, algorithm, config)
 
 
 def _config(tile):

@@ -115,7 +115,9 @@ void clc_gemm(__global const clc_real* restrict a_base, const long a_off,
     const clc_idx k_end = min(k_begin + ${KSPLIT}, CLC_K);
 
 % for i in range(WM):
-% if CHECK_M:
+% if A_PACKED:
+## the packed copy already repeats row M-1 past M: no row indices
+% elif CHECK_M:
     const clc_idx row${i} = min(m0 + ${i}, CLC_M - 1);  /* rows past M read row M-1, never stored */
 % else:
     const clc_idx row${i} = m0 + ${i};

@@ -31,7 +31,7 @@ from . import tuning
 from .algorithms import REGISTRY, LaunchError, Problem, bias_gradient_runner
 from .geometry import ConvGeometry, Resolved
 from .planner import _label as planner_label
-from .planner import candidates, check_serves, get_algorithm, plan, tune
+from .planner import candidates, check_serves, get_algorithm, plan, remembered_choice, tune
 from .tensors import (
     check_allocation, check_device_dtype, check_out, check_tensor, common_dtype, empty_array, pick_queue,
     result_allocator, to_operand,
@@ -136,15 +136,8 @@ def _check_pass(pass_: str, resolved: Resolved, dtype: np.dtype, queue: cl.Comma
 
 def _render_sources(problem: Problem, queue: cl.CommandQueue, algorithm: str) -> str:
     device = queue.device
-    if algorithm == "auto":
-        entry = tuning.lookup(device, problem.key())
-        if entry is not None and entry["algorithm"] in REGISTRY:
-            chosen, config = REGISTRY[entry["algorithm"]], entry["config"]
-        else:
-            chosen, config = candidates(problem, device)[0]
-    else:
-        chosen = get_algorithm(algorithm, problem.pass_)
-        config = chosen.configs(problem, device)[0]
+    # what a call would run; rendering never measures, so an unmade choice shows the heuristic's first
+    chosen, config = remembered_choice(problem, device, algorithm) or candidates(problem, device)[0]
     runner = chosen.prepare(problem, config, None, device)
     parts = [f"// clconv: {problem.pass_} of {problem.geometry.tag()} ({problem.dtype}) with algorithm "
              f"{chosen.name!r}, config {config}, on {device.name!r}"]

@@ -147,32 +147,42 @@ def plan(problem: Problem, queue: cl.CommandQueue, algorithm: str = "auto") -> R
     return runner
 
 
-def _plan(problem: Problem, queue: cl.CommandQueue, algorithm: str) -> Runner:
-    device = queue.device
+def remembered_choice(problem: Problem, device: cl.Device, algorithm: str = "auto") -> tuple[Algorithm, dict] | None:
+    """The (algorithm, config) a call would run without measuring anything: for a named algorithm,
+    its configuration in the tuning database (key ``<problem>@<name>``) or else its first one; under
+    ``auto``, the database's winner if it still serves the problem with a configuration it offers,
+    else None (the choice is still to be made).  Raises ValueError if a named algorithm declines."""
     if algorithm != "auto":
         chosen = get_algorithm(algorithm, problem.pass_)
         check_serves(chosen, problem, device)
         entry = tuning.lookup(device, f"{problem.key()}@{chosen.name}")
         configs = chosen.configs(problem, device)
-        config = entry["config"] if entry and entry["config"] in configs else configs[0]
-        return prepared_runner(problem, chosen, config, queue)
-
+        return chosen, (entry["config"] if entry and entry["config"] in configs else configs[0])
     entry = tuning.lookup(device, problem.key())
-    if entry is not None and entry["algorithm"] in REGISTRY:
-        chosen = REGISTRY[entry["algorithm"]]
-        if chosen.decline_reason(problem, device) is not None:
-            log.warning("clconv: remembered choice %s now declines %s; choosing again", chosen.name, problem.key())
-        elif entry["config"] not in chosen.configs(problem, device):
-            # a stale or tampered entry: never build from a configuration the algorithm does not offer
-            log.warning("clconv: remembered config %s of %s is not one it offers for %s; choosing again",
-                        entry["config"], chosen.name, problem.key())
-        else:
-            try:
-                return prepared_runner(problem, chosen, entry["config"], queue)
-            except (BuildError, LaunchError, cl.Error) as exc:
-                log.warning("clconv: remembered choice %s failed (%s); choosing again", chosen.name, exc)
+    if entry is None or entry["algorithm"] not in REGISTRY:
+        return None
+    chosen = REGISTRY[entry["algorithm"]]
+    if chosen.decline_reason(problem, device) is not None:
+        log.warning("clconv: remembered choice %s now declines %s; choosing again", chosen.name, problem.key())
+        return None
+    if entry["config"] not in chosen.configs(problem, device):
+        # a stale or tampered entry: never build from a configuration the algorithm does not offer
+        log.warning("clconv: remembered config %s of %s is not one it offers for %s; choosing again",
+                    entry["config"], chosen.name, problem.key())
+        return None
+    return chosen, entry["config"]
 
-    runner, _ = tune(problem, queue, entry)
+
+def _plan(problem: Problem, queue: cl.CommandQueue, algorithm: str) -> Runner:
+    choice = remembered_choice(problem, queue.device, algorithm)  # never None for a named algorithm
+    if choice is not None:
+        try:
+            return prepared_runner(problem, *choice, queue)
+        except (BuildError, LaunchError, cl.Error) as exc:
+            if algorithm != "auto":  # a named request never falls back
+                raise
+            log.warning("clconv: remembered choice %s failed (%s); choosing again", choice[0].name, exc)
+    runner, _ = tune(problem, queue, tuning.lookup(queue.device, problem.key()))
     return runner
 
 

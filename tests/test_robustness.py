@@ -414,3 +414,22 @@ def test_ten_thousand_cached_calls_do_not_grow_host_or_device_memory(queue, rng,
     assert rss_kib() - rss0 < 16 * 1024, f"RSS grew from {rss0} KiB to {rss_kib()} KiB"
     g = resolve_conv(2, (1, 2, 4, 4), (2, 2, 3, 3), None, 1, 1, 1, 1).geometry
     assert_matches(out, reference.forward(g, x.get(), w.get()), g.reduction_length)
+
+
+def test_render_shows_what_the_call_would_run(queue, rng, fresh_cache):
+    """clconv.render picks as a call does (planner.remembered_choice): a named algorithm's remembered
+    configuration, and under auto never a remembered entry the planner would refuse."""
+    x, w = random(rng, (2, 3, 6, 5)), random(rng, (4, 3, 3, 3))
+    g = resolve_conv(2, x.shape, w.shape, None, 1, 1, 1, 1).geometry
+    problem = Problem(g, "forward", "float32")
+    configs = REGISTRY["im2col"].configs(problem, queue.device)
+    assert len(configs) >= 2
+    tuning.store(queue.device, f"{problem.key()}@im2col", {"algorithm": "im2col", "config": configs[1]})
+    header = clconv.render(clconv.conv2d, x, w, padding=1, algorithm="im2col").splitlines()[0]
+    assert f"config {configs[1]}" in header
+    assert planner.plan(problem, queue, "im2col").config == configs[1]
+    # a tampered auto entry (a configuration im2col does not offer) is not what render shows
+    tuning.store(queue.device, problem.key(), {"algorithm": "im2col", "config": {"LOCAL": 0, "WM": 3, "VN": 5}})
+    algorithm, config = planner.candidates(problem, queue.device)[0]
+    header = clconv.render(clconv.conv2d, x, w, padding=1).splitlines()[0]
+    assert f"algorithm {algorithm.name!r}, config {config}" in header

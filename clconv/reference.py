@@ -87,8 +87,9 @@ def backward_weight(g: ConvGeometry, x: np.ndarray, dy: np.ndarray) -> np.ndarra
     for tap in _taps(g):
         patch = xp[(slice(None), slice(None), *_tap_slices(g, tap))]
         for grp in range(G):
-            dy_g = dy[:, grp * CO:(grp + 1) * CO].reshape(g.batch, CO, -1)
-            x_g = patch[:, grp * CI:(grp + 1) * CI].reshape(g.batch, CI, -1)
+            # the pixel count spelled out: -1 cannot be solved for when the batch is 0
+            dy_g = dy[:, grp * CO:(grp + 1) * CO].reshape(g.batch, CO, g.out_pixels)
+            x_g = patch[:, grp * CI:(grp + 1) * CI].reshape(g.batch, CI, g.out_pixels)
             dw[(slice(grp * CO, (grp + 1) * CO), slice(None), *tap)] = np.einsum("nop,ncp->oc", dy_g, x_g)
     return dw
 

@@ -155,6 +155,10 @@ def test_batch_zero(queue, rng):
     assert gi.shape == x.shape
     np.testing.assert_array_equal(gw, np.zeros(w.shape))
     np.testing.assert_array_equal(gb, np.zeros(3))
+    # the float64 reference agrees: empty results, a zero weight gradient
+    g = resolve_conv(2, x.shape, w.shape, None, 1, 0, 1, 1).geometry
+    assert R.conv_input(x.shape, w, dy).shape == x.shape and core_reference.forward(g, x, w).shape == dy.shape
+    np.testing.assert_array_equal(core_reference.backward_weight(g, x, dy), np.zeros(w.shape))
 
 
 def test_splitk_runs_where_the_contraction_cuts_evenly(queue, rng):

@@ -7,8 +7,9 @@ queue).  Each geometry gets kernels rendered from Mako templates with its sizes 
 and cached in memory and on disk; ``algorithm='auto'`` picks the fastest algorithm by measurement.
 """
 
-from .algorithms import PASSES, algorithms, release_workspaces
+from .algorithms import algorithms
 from .builder import BuildError, cache_dir
+from .caches import clear_caches
 from .device import default_device_choice, default_queue
 from .geometry import ConvGeometry
 from .ops import (
@@ -17,12 +18,15 @@ from .ops import (
     conv_transpose2d_input, conv_transpose2d_weight, conv_transpose3d, conv_transpose3d_input,
     conv_transpose3d_weight, convolution_backward, render,
 )
+from .passes import PASSES
+from .runtime import LaunchError, release_workspaces
 from .templates import TemplateRenderError
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "PASSES", "BuildError", "ConvGeometry", "TemplateRenderError", "algorithms", "cache_dir",
+    "PASSES", "BuildError", "ConvGeometry", "LaunchError", "TemplateRenderError", "algorithms", "cache_dir",
+    "clear_caches",
     "conv1d", "conv1d_input", "conv1d_weight", "conv2d", "conv2d_input", "conv2d_weight", "conv3d",
     "conv3d_input", "conv3d_weight", "conv_transpose1d", "conv_transpose1d_input", "conv_transpose1d_weight",
     "conv_transpose2d", "conv_transpose2d_input", "conv_transpose2d_weight", "conv_transpose3d",

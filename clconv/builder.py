@@ -21,16 +21,17 @@ import logging
 import os
 import struct
 import tempfile
-import threading
 import warnings
-import weakref
 from dataclasses import dataclass
 from pathlib import Path
-from typing import cast
+from typing import Sequence, cast
 
 import pyopencl as cl
 
+from . import settings
+from .caches import Cache
 from .device import device_identity
+from .templates import RenderedSource
 
 log = logging.getLogger("clconv.builder")
 
@@ -67,16 +68,12 @@ class BuildError(RuntimeError):
 
 
 def cache_dir() -> Path:
-    configured = os.environ.get("CLCONV_CACHE_DIR")
-    if configured:
-        return Path(configured).expanduser()
-    import platformdirs
-
-    return Path(platformdirs.user_cache_dir("clconv", appauthor=False))
+    """Where the disk caches live (``CLCONV_CACHE_DIR``, else the platform's user cache dir)."""
+    return settings.cache_dir()
 
 
 def disk_cache_enabled() -> bool:
-    return os.environ.get("CLCONV_NO_CACHE", "") not in ("1", "true", "yes")
+    return settings.disk_cache_enabled()
 
 
 def _program_dir() -> Path:
@@ -145,21 +142,18 @@ def _unpack(blob: bytes) -> bytes | None:
 class ProgramCache:
     """Builds programs once per (context, device, source, options) and remembers them."""
 
-    def __init__(self) -> None:
-        self._memory: "weakref.WeakKeyDictionary[cl.Context, dict[str, cl.Program]]" = weakref.WeakKeyDictionary()
-        self._lock = threading.Lock()
+    def __init__(self, name: str = "programs", maxsize: int = 1024) -> None:
+        # the key holds the context and device themselves: their handles cannot be reused meanwhile
+        self._memory: Cache[cl.Program] = Cache(name, maxsize)
 
     def get(self, context: cl.Context, device: cl.Device, source: str, options: str = "", label: str = "kernel") -> cl.Program:
         key = cache_key(source, options, device)
-        with self._lock:
-            per_context = self._memory.setdefault(context, {})
-            program = per_context.get(key)
-            if program is not None:
-                stats.memory_hits += 1
-                return program
+        program = self._memory.get((context, device, key))
+        if program is not None:
+            stats.memory_hits += 1
+            return program
         program = self._load_or_build(context, device, source, options, key, label)
-        with self._lock:
-            per_context[key] = program
+        self._memory.put((context, device, key), program)
         return program
 
     def _load_or_build(self, context, device, source, options, key, label) -> cl.Program:
@@ -230,18 +224,28 @@ def _save_failed_source(key: str, source: str) -> Path | None:
 program_cache = ProgramCache()
 
 
-_kernels: dict[tuple[int, str], cl.Kernel] = {}
-
-
 def get_kernel(program: cl.Program, name: str) -> cl.Kernel:
-    """One kernel object per (program, name): pyopencl makes a new one on every attribute access."""
-    key = (program.int_ptr, name)
-    kernel = _kernels.get(key)
+    """One kernel object per (program, name), kept on the program object: pyopencl makes a new one
+    on every attribute access, and launches share one kernel's declared argument types."""
+    kernels = getattr(program, "_clconv_kernels", None)
+    if kernels is None:
+        kernels = program._clconv_kernels = {}  # type: ignore[attr-defined]
+    kernel = kernels.get(name)
     if kernel is None:
-        kernel = _kernels[key] = cl.Kernel(program, name)
+        kernel = kernels[name] = cl.Kernel(program, name)
     return kernel
 
 
 def build_program(queue: cl.CommandQueue, source: str, options: str = "", label: str = "kernel") -> cl.Program:
     """The cached program for ``source`` on ``queue``'s device."""
     return program_cache.get(queue.context, queue.device, source, options, label)
+
+
+def build_kernels(queue: cl.CommandQueue, sources: Sequence[RenderedSource], label: str) -> list[dict[str, cl.Kernel]]:
+    """Each rendered source's program built (or found in the cache) for ``queue``'s device, as
+    ``{entry point: kernel}``."""
+    out = []
+    for source in sources:
+        program = build_program(queue, source.text, label=f"{label} [{source.template}]")
+        out.append({entry: get_kernel(program, entry) for entry in source.entries})
+    return out

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-import os
 import threading
 
 import pyopencl as cl
 
+from . import settings
+
 _default_queue: cl.CommandQueue | None = None
+# Kept beside the queue: some runtimes (Intel's CPU runtime) free a context once its last Python
+# reference is gone, although a queue of it lives on.
+_default_context: cl.Context | None = None
 _lock = threading.Lock()
 
 
@@ -72,24 +76,24 @@ def default_queue() -> cl.CommandQueue:
     Device choice: ``CLCONV_DEVICE``, else ``PYOPENCL_CTX``, else the first GPU, else the first
     CPU device.  Never prompts.
     """
-    global _default_queue
+    global _default_queue, _default_context
     with _lock:
         if _default_queue is None:
             device, _ = default_device_choice()
-            context = cl.Context([device])
+            _default_context = cl.Context([device])
             _default_queue = cl.CommandQueue(
-                context, properties=cl.command_queue_properties.PROFILING_ENABLE
+                _default_context, properties=cl.command_queue_properties.PROFILING_ENABLE
             )
         return _default_queue
 
 
 def default_device_choice() -> tuple[cl.Device, str]:
     """The device ``default_queue`` uses and a sentence saying why it was chosen."""
-    for variable in ("CLCONV_DEVICE", "PYOPENCL_CTX"):
-        selector = os.environ.get(variable)
-        if selector:
-            device, how = select_device(selector)
-            return device, f"{variable}={selector!r} ({how})"
+    chosen = settings.device_selector()
+    if chosen is not None:
+        variable, selector = chosen
+        device, how = select_device(selector)
+        return device, f"{variable}={selector!r} ({how})"
     return select_device(None)
 
 

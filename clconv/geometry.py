@@ -22,6 +22,8 @@ import operator
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
+from .caches import Cache
+
 INT32_MAX = 2**31 - 1
 
 PADDING_STRINGS = ("same", "valid")
@@ -49,6 +51,7 @@ class ConvGeometry:
     out_size: tuple[int, int, int] = field(init=False)
 
     def __post_init__(self) -> None:
+        self._validate()
         out = tuple(
             (i + pb + pe - d * (k - 1) - 1) // s + 1
             for i, k, s, pb, pe, d in zip(
@@ -56,6 +59,53 @@ class ConvGeometry:
             )
         )
         object.__setattr__(self, "out_size", out)
+
+    @classmethod
+    def make(cls, ndim: int, batch: int, groups: int, in_channels: int, out_channels: int,
+             in_size: Sequence[int], kernel: Sequence[int], stride: Sequence[int] = (),
+             pad_begin: Sequence[int] = (), pad_end: Sequence[int] = (), dilation: Sequence[int] = ()) -> "ConvGeometry":
+        """A geometry from per-dimension tuples of ``ndim`` entries (stride and dilation default to
+        1, padding to 0): the leading trivial dimensions are added here."""
+        return cls(
+            ndim=ndim, batch=batch, groups=groups, in_channels=in_channels, out_channels=out_channels,
+            in_size=_pad3(in_size, 1), kernel=_pad3(kernel, 1), stride=_pad3(stride or (1,) * ndim, 1),
+            pad_begin=_pad3(pad_begin or (0,) * ndim, 0), pad_end=_pad3(pad_end or (0,) * ndim, 0),
+            dilation=_pad3(dilation or (1,) * ndim, 1),
+        )
+
+    def _validate(self) -> None:
+        """The invariants every geometry keeps, however it was made (the resolvers check the user's
+        arguments first, with messages in the user's terms; this is the last word)."""
+        for name in ("ndim", "batch", "groups", "in_channels", "out_channels"):
+            value = getattr(self, name)
+            if type(value) is not int:
+                raise TypeError(f"ConvGeometry.{name} must be an int, got {value!r}")
+        if self.ndim not in (1, 2, 3):
+            raise ValueError(f"ConvGeometry.ndim must be 1, 2 or 3, got {self.ndim}")
+        if self.batch < 0 or self.groups < 1 or self.in_channels < 1 or self.out_channels < 1:
+            raise ValueError(f"ConvGeometry needs batch >= 0 and positive groups and channels, got batch "
+                             f"{self.batch}, groups {self.groups}, channels {self.in_channels} -> {self.out_channels}")
+        if self.in_channels % self.groups or self.out_channels % self.groups:
+            raise ValueError(f"ConvGeometry.groups={self.groups} must divide in_channels ({self.in_channels}) and "
+                             f"out_channels ({self.out_channels})")
+        lead = 3 - self.ndim  # the trivial leading dimensions of a 1D or 2D geometry
+        for name, least, trivial in (("in_size", 1, 1), ("kernel", 1, 1), ("stride", 1, 1), ("dilation", 1, 1),
+                                     ("pad_begin", 0, 0), ("pad_end", None, 0)):
+            # pad_end may be negative: a transposed op's output_padding past the stride shrinks it
+            # (resolvers: _canonical_pad_end); it only sets the output size, no kernel reads it
+            value = getattr(self, name)
+            if not (isinstance(value, tuple) and len(value) == 3
+                    and all(type(v) is int and (least is None or v >= least) for v in value)):
+                raise ValueError(f"ConvGeometry.{name} must be a tuple of three ints"
+                                 f"{'' if least is None else f' >= {least}'}, got {value!r}")
+            if value[:lead] != (trivial,) * lead:
+                raise ValueError(f"ConvGeometry.{name}: the {lead} leading entries of a {self.ndim}D geometry "
+                                 f"must be {trivial}, got {value!r}")
+        for axis in range(3):
+            padded = self.in_size[axis] + self.pad_begin[axis] + self.pad_end[axis]
+            if padded < self.dilation[axis] * (self.kernel[axis] - 1) + 1:
+                raise ValueError(f"ConvGeometry: the padded size {padded} along axis {axis} is smaller than the "
+                                 f"dilated kernel ({self.kernel[axis]} taps, dilation {self.dilation[axis]})")
 
     # -- derived sizes -----------------------------------------------------------------------
     @property
@@ -299,29 +349,23 @@ def _check_positive_sizes(name: str, shape: tuple[int, ...]) -> None:
         )
 
 
-def _check_fits(geometry: ConvGeometry, input_name: str) -> None:
-    for axis in range(3 - geometry.ndim, 3):
-        padded = geometry.in_size[axis] + geometry.pad_begin[axis] + geometry.pad_end[axis]
-        span = geometry.dilation[axis] * (geometry.kernel[axis] - 1) + 1
-        if padded < span:
-            dim = _spatial_names(3)[axis * 3]
-            raise ValueError(
-                f"{input_name}: padded spatial size {padded} along {dim} is smaller than the dilated "
-                f"kernel extent {span} (kernel {geometry.user_kernel}, dilation "
-                f"{geometry.dilation[3 - geometry.ndim:]}); the output would be empty"
-            )
-
-
 def _make(
     ndim: int, batch: int, groups: int, cin: int, cout: int, in_size: Sequence[int],
     kernel: Sequence[int], stride: Sequence[int], pad_begin: Sequence[int], pad_end: Sequence[int],
-    dilation: Sequence[int],
+    dilation: Sequence[int], input_name: str = "input",
 ) -> ConvGeometry:
-    return ConvGeometry(
-        ndim=ndim, batch=batch, groups=groups, in_channels=cin, out_channels=cout,
-        in_size=_pad3(in_size, 1), kernel=_pad3(kernel, 1), stride=_pad3(stride, 1),
-        pad_begin=_pad3(pad_begin, 0), pad_end=_pad3(pad_end, 0), dilation=_pad3(dilation, 1),
-    )
+    """The resolvers' way to a geometry: the kernel's extent is checked against the padded input
+    first, with the message in the user's terms (``input_name``), then ConvGeometry validates."""
+    names = _spatial_names(ndim).split(", ")
+    for axis, (i, k, b, e, d) in enumerate(zip(in_size, kernel, pad_begin, pad_end, dilation)):
+        padded, span = i + b + e, d * (k - 1) + 1
+        if padded < span:
+            raise ValueError(
+                f"{input_name}: padded spatial size {padded} along {names[axis]} is smaller than the dilated "
+                f"kernel extent {span} (kernel {tuple(kernel)}, dilation {tuple(dilation)}); the output would "
+                f"be empty"
+            )
+    return ConvGeometry.make(ndim, batch, groups, cin, cout, in_size, kernel, stride, pad_begin, pad_end, dilation)
 
 
 def _check_groups(groups: int, cin: int, cout: int, in_name: str, out_name: str) -> None:
@@ -339,29 +383,47 @@ def _check_bias(bias_shape: tuple[int, ...] | None, channels: int) -> None:
 # -- the resolvers, one per public op family ----------------------------------------------------
 
 
+_TAG = object()  # marks a tagged value in a key: no argument a user passes can equal it
+
+
+def _frozen(value: Any) -> Any:
+    """A hashable key that tells apart what the resolvers tell apart: ``1``, ``True`` and ``1.0``
+    are equal and hash alike, but only ``1`` is a valid size, so anything but an int, a string or
+    None carries its type (ints and tuples of ints, the usual case, go through as they are)."""
+    kind = type(value)
+    if kind is int or kind is str or value is None:
+        return value
+    if kind is tuple:
+        if all(type(v) is int for v in value):
+            return value
+        return tuple(_frozen(v) for v in value)
+    if kind is list:
+        return (_TAG, list, tuple(_frozen(v) for v in value))
+    if kind is bool or kind is float:
+        return (_TAG, kind, value)
+    raise TypeError  # anything else (numpy integers, arrays, ...) is resolved afresh each time
+
+
 def _memoized(resolver):
     """Remember successful resolutions: a repeated call (same shapes and arguments) costs one dict
     lookup instead of the whole validation.  Errors are not remembered."""
-    cache: dict = {}
-
     def wrapper(*args: Any, **kwargs: Any) -> "Resolved":
-        # repr tells 1 from True from 1.0 (equal and alike in hash, but only 1 is valid); an elided
-        # repr ("...", a large array) is not a safe key
-        key = repr((args, sorted(kwargs.items())))
-        if "..." in key:
+        try:
+            key = (resolver.__name__, _frozen(args), _frozen(tuple(sorted(kwargs.items()))))
+        except TypeError:
             return resolver(*args, **kwargs)
-        hit = cache.get(key)
+        hit = _resolutions.get(key)
         if hit is None:
-            hit = resolver(*args, **kwargs)
-            if len(cache) >= 4096:
-                cache.clear()
-            cache[key] = hit
+            hit = _resolutions.put(key, resolver(*args, **kwargs))
         return hit
 
     wrapper.__name__ = resolver.__name__
     wrapper.__doc__ = resolver.__doc__
-    wrapper.__wrapped__ = resolver
+    wrapper.__wrapped__ = resolver  # type: ignore[attr-defined]
     return wrapper
+
+
+_resolutions: Cache[Any] = Cache("resolutions", maxsize=4096)
 
 
 @dataclass(frozen=True)
@@ -400,7 +462,6 @@ def resolve_conv(
         )
     _check_bias(None if bias_shape is None else tuple(bias_shape), cout)
     geometry = _make(ndim, ishape[0], groups, cin, cout, ishape[2:], kernel, stride, pb, pe, dilation)
-    _check_fits(geometry, "input")
     return Resolved(geometry, unbatched)
 
 
@@ -577,8 +638,7 @@ def resolve_conv_transpose_input(
             f"with groups={groups} gives {wshape[1] * groups}"
         )
     geometry = _make(ndim, gshape[0], groups, gshape[1], wshape[0], gshape[2:], kernel, stride, pb,
-                     _canonical_pad_end(pe, op, stride), dilation)
-    _check_fits(geometry, "grad_output")
+                     _canonical_pad_end(pe, op, stride), dilation, input_name="grad_output")
     # The transposed op's output size must be reachable from its input size with this output_padding.
     for axis, (i, o, s, b, e, d, k) in enumerate(
         zip(gshape[2:], geometry.user_out_size, stride, pb, pe, dilation, kernel)

@@ -1,22 +1,30 @@
-"""Planner: for a problem, pick the algorithm and tile configuration, and prepare its runner.
+"""Planner: for a problem, choose the algorithm and tile configuration, prepare its runner, and
+fall back past anything that fails to build or to launch.
 
 ``algorithm='auto'`` looks up the tuning database; on a miss it measures every serving
 (algorithm, config) candidate once (or, with ``CLCONV_TUNE=0``, takes a heuristic order without
 measuring), remembers the winner, and falls back past any candidate that fails to build or launch.
+A named algorithm never falls back: its failure is the caller's to see.
+
+Preparing a candidate is the pipeline: algorithm -> :class:`~clconv.plan.Plan` ->
+templates.render_plan -> builder.build_kernels -> :class:`~clconv.runtime.Runner`.
 """
 
 from __future__ import annotations
 
 import logging
-import statistics
-import threading
+from concurrent.futures import ThreadPoolExecutor
 
-import numpy as np
 import pyopencl as cl
 
-from . import environ, templates, tuning
-from .algorithms import REGISTRY, Algorithm, LaunchError, Operand, Problem, Runner, algorithms, workspace_limit
-from .builder import BuildError
+from . import settings, templates, tuning
+from .algorithms import REGISTRY, Algorithm, algorithms
+from .algorithms.reduce import bias_gradient_plan
+from .builder import BuildError, build_kernels
+from .caches import Cache
+from .device import is_gpu
+from .plan import Plan, Problem
+from .runtime import LaunchError, Operand, Runner, profiling_queue, random_operands, time_runner
 
 log = logging.getLogger("clconv.planner")
 
@@ -24,36 +32,30 @@ MAX_CONFIGS_PER_ALGORITHM = 4
 MAX_CANDIDATES = 10  # bounds tuning: builds (in parallel) and 1 + TUNE_REPEATS timed runs each
 TUNE_REPEATS = 5
 
-_runners: dict[tuple, Runner] = {}
-_runners_lock = threading.Lock()
+# What can go wrong preparing or running a candidate, short of a bug: fall back past it.
+CANDIDATE_FAILURES = (BuildError, LaunchError, cl.Error)
+
+_runners: Cache[Runner] = Cache("runners", maxsize=2048)
+_choices: Cache[Runner] = Cache("choices", maxsize=4096)
 
 
-def _config_key(config: dict) -> tuple:
-    return tuple(sorted(config.items()))
+# -- naming and checking algorithms -----------------------------------------------------------------
 
 
-def prepared_runner(problem: Problem, algorithm: Algorithm, config: dict, queue: cl.CommandQueue) -> Runner:
-    # The workspace limit is in the key: im2col's batch chunking (and so its runner) depends on it.
-    key = (queue.context.int_ptr, queue.device.int_ptr, problem, algorithm.name, _config_key(config),
-           workspace_limit(queue.device), templates.generation())
-    with _runners_lock:
-        runner = _runners.get(key)
-    if runner is None:
-        runner = algorithm.prepare(problem, config, queue, queue.device)
-        runner.label = f"{algorithm.name} {problem.pass_} of {problem.geometry.tag()} ({problem.dtype})"
-        runner.check_resources(queue.device)  # LaunchError now, rather than a failed launch later
-        with _runners_lock:
-            _runners[key] = runner
-    return runner
-
-
-def get_algorithm(name: str, pass_: str) -> Algorithm:
+def get_algorithm(name: object, pass_: str) -> Algorithm:
+    """The registered algorithm ``name`` that serves ``pass_``; TypeError/ValueError naming the argument."""
     if not isinstance(name, str):
         raise TypeError(f"algorithm must be a string, got {name!r}")
     algorithm = REGISTRY.get(name)
     if algorithm is None or pass_ not in algorithm.passes:
         raise ValueError(f"algorithm must be 'auto' or one of {algorithms(pass_)} for this pass, got {name!r}")
     return algorithm
+
+
+def check_algorithm(name: object, pass_: str) -> None:
+    """Validate an ``algorithm=`` argument ('auto' or a name serving ``pass_``)."""
+    if name != "auto":
+        get_algorithm(name, pass_)
 
 
 def check_serves(algorithm: Algorithm, problem: Problem, device: cl.Device) -> None:
@@ -64,10 +66,18 @@ def check_serves(algorithm: Algorithm, problem: Problem, device: cl.Device) -> N
         )
 
 
+def label(algorithm: Algorithm, config: dict) -> str:
+    """``name key=value ...``: how a candidate is named in logs and in the tuning database."""
+    return algorithm.name + "".join(f" {k}={v}" for k, v in sorted(config.items()))
+
+
+# -- the heuristic -----------------------------------------------------------------------------------
+
+
 def heuristic_order(problem: Problem, device: cl.Device) -> list[str]:
     """Algorithms in the order to try without measuring (best guess first)."""
     g = problem.geometry
-    if not device.type & cl.device_type.GPU:
+    if not is_gpu(device):
         return _cpu_heuristic_order(problem)
     order = []
     if problem.pass_ == "backward_weight" and not g.is_depthwise:
@@ -88,15 +98,11 @@ def heuristic_order(problem: Problem, device: cl.Device) -> list[str]:
         # docs/performance.md)
         order.append("im2col")
     order += ["implicit_gemm", "im2col", "direct"]
-    seen: list[str] = []
-    for name in order:
-        if name not in seen:
-            seen.append(name)
-    return seen
+    return list(dict.fromkeys(order))
 
 
 def _cpu_heuristic_order(problem: Problem) -> list[str]:
-    """CPU devices (PoCL): the GEMM without local memory (templates/gemm_cpu.mako) reads B with
+    """CPU devices (PoCL): the GEMM without local memory (kernels/gemm_cpu.mako) reads B with
     vector loads only where B is contiguous along N: a column buffer, or the input or output
     gradient of a 1x1 stride-1 layer.  So im2col first, gemm1x1 for those 1x1 layers' forward and
     data gradient, no split-K (the cores are few: a GEMM has work-items enough); measured on PoCL
@@ -118,6 +124,7 @@ def _cpu_heuristic_order(problem: Problem) -> list[str]:
 
 
 def candidates(problem: Problem, device: cl.Device) -> list[tuple[Algorithm, dict]]:
+    """(algorithm, config) pairs worth trying, in the heuristic's order, at most MAX_CANDIDATES."""
     out = []
     for name in heuristic_order(problem, device):
         algorithm = REGISTRY[name]
@@ -128,23 +135,100 @@ def candidates(problem: Problem, device: cl.Device) -> list[tuple[Algorithm, dic
     return out[:MAX_CANDIDATES]
 
 
-_planned: dict[tuple, Runner] = {}
+# -- preparing: plan -> sources -> kernels -> runner --------------------------------------------------
+
+
+def make_plan(problem: Problem, algorithm: Algorithm, config: dict, device: cl.Device) -> Plan:
+    return algorithm.plan(problem, config, device)
+
+
+def prepare(problem: Problem, algorithm: Algorithm, config: dict, queue: cl.CommandQueue) -> Runner:
+    """The runner of ``algorithm`` with ``config`` for ``problem`` on ``queue``'s device, built
+    (through the program cache) and checked against the device's limits (LaunchError now rather
+    than a failed launch later)."""
+    # the settings are in the key: im2col's batch chunking (and so its plan) follows the workspace
+    # limit, and the templates' edits make new sources
+    key = (queue.context, queue.device, problem, algorithm.name, tuple(sorted(config.items())),
+           settings.fingerprint(), templates.generation())
+    runner = _runners.get(key)
+    if runner is None:
+        runner = _runners.put(key, build(make_plan(problem, algorithm, config, queue.device), queue))
+    return runner
+
+
+def build(plan: Plan, queue: cl.CommandQueue) -> Runner:
+    """Render ``plan``, build its programs and check its launches fit ``queue``'s device."""
+    sources, index = templates.render_plan(plan)
+    kernels = build_kernels(queue, sources, plan.label)
+    runner = Runner(plan, [kernels[i][call.entry] for call, i in zip(plan.calls, index)])
+    runner.check_resources(queue.device)
+    return runner
+
+
+def bias_gradient_runner(problem: Problem, queue: cl.CommandQueue) -> Runner:
+    """The runner of the bias gradient (algorithms/reduce.py) of ``problem``'s output."""
+    key = (queue.context, queue.device, problem, "bias_grad", settings.fingerprint(), templates.generation())
+    runner = _runners.get(key)
+    if runner is None:
+        runner = _runners.put(key, build(bias_gradient_plan(problem, queue.device), queue))
+    return runner
+
+
+def render(problem: Problem, device: cl.Device, algorithm: str = "auto") -> str:
+    """The OpenCL source a call would build and run for ``problem`` (rendering never measures,
+    so a choice still to be made shows the heuristic's first candidate)."""
+    chosen, config = remembered_choice(problem, device, algorithm) or _first_candidate(problem, device)
+    plan = make_plan(problem, chosen, config, device)
+    sources, _ = templates.render_plan(plan)
+    parts = [f"// clconv: {problem.pass_} of {problem.geometry.tag()} ({problem.dtype}) with algorithm "
+             f"{chosen.name!r}, config {config}, on {device.name!r}"]
+    parts += [f"// ---- rendered from {source.template}: {', '.join(source.entries)} ----\n{source.text}"
+              for source in sources]
+    return "\n".join(parts)
+
+
+def _first_candidate(problem: Problem, device: cl.Device) -> tuple[Algorithm, dict]:
+    options = candidates(problem, device)
+    if not options:
+        raise ValueError(f"no algorithm serves the {problem.pass_} pass of {problem.geometry.tag()}")
+    return options[0]
+
+
+# -- choosing -------------------------------------------------------------------------------------------
 
 
 def plan(problem: Problem, queue: cl.CommandQueue, algorithm: str = "auto") -> Runner:
     """The runner for ``problem``; raises ValueError if a named algorithm declines it.
 
-    A repeated call is one dictionary lookup (the host overhead of a cached call): the key holds
+    A repeated call is one cache lookup (the host overhead of a cached call): the key holds
     everything the choice depends on, including the tuning database's generation, which every
     store and ``tuning.forget_memory()`` bumps."""
-    key = (queue.context.int_ptr, queue.device.int_ptr, problem, algorithm, tuning.generation(),
-           environ.raw("CLCONV_WORKSPACE_LIMIT"), environ.raw("CLCONV_TUNE"), templates.generation())
-    runner = _planned.get(key)
+    key = (queue, problem, algorithm, tuning.generation(), settings.fingerprint(), templates.generation())
+    runner = _choices.get(key)
     if runner is None:
-        runner = _plan(problem, queue, algorithm)
-        with _runners_lock:
-            _planned[key] = runner
+        runner = _choose(problem, queue, algorithm)
+        _choices.put(key, runner)
     return runner
+
+
+def run(problem: Problem, queue: cl.CommandQueue, algorithm: str, operands: dict[str, Operand],
+        wait_for=None) -> list[cl.Event]:
+    """Plan and enqueue ``problem``.  Under ``auto``, a launch the driver refuses (after the
+    resource checks passed) is remembered as failed in the tuning database and the choice is made
+    again without it; a named algorithm's failure is the caller's to see."""
+    runner = plan(problem, queue, algorithm)
+    try:
+        return runner.run(queue, operands, wait_for=wait_for)
+    except LaunchError:
+        if algorithm != "auto":
+            raise
+        entry = dict(tuning.lookup(queue.device, problem.key()) or {})
+        failed = [*entry.get("failed", []), label(REGISTRY[runner.algorithm], runner.config)]
+        log.warning("clconv: %s failed to launch; choosing again without it", runner.label)
+        replacement, _ = tune(problem, queue, {**entry, "failed": failed})
+        if replacement is runner:
+            raise
+        return replacement.run(queue, operands, wait_for=wait_for)
 
 
 def remembered_choice(problem: Problem, device: cl.Device, algorithm: str = "auto") -> tuple[Algorithm, dict] | None:
@@ -173,12 +257,12 @@ def remembered_choice(problem: Problem, device: cl.Device, algorithm: str = "aut
     return chosen, entry["config"]
 
 
-def _plan(problem: Problem, queue: cl.CommandQueue, algorithm: str) -> Runner:
+def _choose(problem: Problem, queue: cl.CommandQueue, algorithm: str) -> Runner:
     choice = remembered_choice(problem, queue.device, algorithm)  # never None for a named algorithm
     if choice is not None:
         try:
-            return prepared_runner(problem, *choice, queue)
-        except (BuildError, LaunchError, cl.Error) as exc:
+            return prepare(problem, *choice, queue)
+        except CANDIDATE_FAILURES as exc:
             if algorithm != "auto":  # a named request never falls back
                 raise
             log.warning("clconv: remembered choice %s failed (%s); choosing again", choice[0].name, exc)
@@ -194,8 +278,9 @@ def tune(problem: Problem, queue: cl.CommandQueue, previous: dict | None = None)
     if not options:
         raise ValueError(f"no algorithm serves the {problem.pass_} pass of {problem.geometry.tag()}")
     failed: list[str] = list(previous.get("failed", [])) if previous else []
-    options = [(a, c) for a, c in options if _label(a, c) not in failed] or options
-    if tuning.tuning_enabled():
+    options = [(a, c) for a, c in options if label(a, c) not in failed] or options
+    measured = settings.tuning_enabled()
+    if measured:
         runner, timings, new_failures = _measure(problem, queue, options)
     else:
         runner, timings, new_failures = _first_that_builds(problem, queue, options)
@@ -204,71 +289,21 @@ def tune(problem: Problem, queue: cl.CommandQueue, previous: dict | None = None)
         raise RuntimeError(
             f"every algorithm failed for the {problem.pass_} pass of {problem.geometry.tag()}: tried {failed}"
         )
-    entry = {
-        "algorithm": runner.algorithm, "config": runner.config, "measured": tuning.tuning_enabled(),
-        "times_ms": timings, "failed": failed,
-    }
+    entry = {"algorithm": runner.algorithm, "config": runner.config, "measured": measured,
+             "times_ms": timings, "failed": failed}
     tuning.store(device, problem.key(), entry)
     return runner, entry
-
-
-def _label(algorithm: Algorithm, config: dict) -> str:
-    return algorithm.name + "".join(f" {k}={v}" for k, v in sorted(config.items()))
 
 
 def _first_that_builds(problem, queue, options):
     failures = []
     for algorithm, config in options:
         try:
-            return prepared_runner(problem, algorithm, config, queue), {}, failures
-        except (BuildError, LaunchError, cl.Error) as exc:
-            log.warning("clconv: %s failed to build: %s", _label(algorithm, config), exc)
-            failures.append(_label(algorithm, config))
+            return prepare(problem, algorithm, config, queue), {}, failures
+        except CANDIDATE_FAILURES as exc:
+            log.warning("clconv: %s failed to build: %s", label(algorithm, config), exc)
+            failures.append(label(algorithm, config))
     return None, {}, failures
-
-
-def random_operands(problem: Problem, queue: cl.CommandQueue) -> dict[str, Operand]:
-    """Fresh random device tensors for every operand and result of ``problem`` (for timing)."""
-    g = problem.geometry
-    sizes = {"x": g.input_elements, "w": g.weight_elements, "y": g.output_elements, "dy": g.output_elements,
-             "dx": g.input_elements, "dw": g.weight_elements, "bias": g.out_channels if problem.pass_ == "forward" else g.in_channels}
-    rng = np.random.default_rng(0)
-    names: tuple[str, ...] = {"forward": ("x", "w", "y"), "backward_data": ("dy", "w", "dx"),
-                              "backward_weight": ("x", "dy", "dw")}[problem.pass_]
-    if problem.bias:
-        names = (*names, "bias")
-    out = {}
-    for name in names:
-        host = rng.standard_normal(max(sizes[name], 1)).astype(problem.dtype)
-        buffer = cl.Buffer(queue.context, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR, hostbuf=host)
-        out[name] = Operand(buffer, 0)
-    return out
-
-
-_profiling_queues: dict[tuple[int, int], cl.CommandQueue] = {}
-
-
-def profiling_queue(queue: cl.CommandQueue) -> cl.CommandQueue:
-    if queue.properties & cl.command_queue_properties.PROFILING_ENABLE:
-        return queue
-    key = (queue.context.int_ptr, queue.device.int_ptr)
-    if key not in _profiling_queues:
-        _profiling_queues[key] = cl.CommandQueue(queue.context, queue.device,
-                                                 properties=cl.command_queue_properties.PROFILING_ENABLE)
-    return _profiling_queues[key]
-
-
-def time_runner(runner: Runner, queue: cl.CommandQueue, operands: dict[str, Operand], repeats: int,
-                statistic=statistics.median) -> float:
-    """Median (or ``statistic``) seconds of one run: profiling events from the first launch's start
-    to the last's end."""
-    cl.wait_for_events(runner.run(queue, operands))  # warm-up: first-launch costs stay out
-    times = []
-    for _ in range(repeats):
-        events = runner.run(queue, operands)
-        cl.wait_for_events(events)
-        times.append((events[-1].profile.end - events[0].profile.start) * 1e-9)
-    return statistic(times)
 
 
 def _prebuild(problem, queue, options) -> None:
@@ -277,11 +312,10 @@ def _prebuild(problem, queue, options) -> None:
     ``_measure`` prepares them."""
     if len(options) < 2:
         return
-    from concurrent.futures import ThreadPoolExecutor
 
     def build(option):
         try:
-            prepared_runner(problem, option[0], option[1], queue)
+            prepare(problem, option[0], option[1], queue)
         except Exception:  # noqa: BLE001 - reported by _measure
             pass
 
@@ -295,15 +329,15 @@ def _measure(problem, queue, options):
     operands = random_operands(problem, pqueue)
     best, best_time, timings, failures = None, float("inf"), {}, []
     for algorithm, config in options:
-        label = _label(algorithm, config)
+        name = label(algorithm, config)
         try:
-            runner = prepared_runner(problem, algorithm, config, queue)
+            runner = prepare(problem, algorithm, config, queue)
             seconds = time_runner(runner, pqueue, operands, TUNE_REPEATS)
-        except (BuildError, LaunchError, cl.Error) as exc:
-            log.warning("clconv: %s failed: %s", label, exc)
-            failures.append(label)
+        except CANDIDATE_FAILURES as exc:
+            log.warning("clconv: %s failed: %s", name, exc)
+            failures.append(name)
             continue
-        timings[label] = round(seconds * 1e3, 4)
+        timings[name] = round(seconds * 1e3, 4)
         if seconds < best_time:
             best, best_time = runner, seconds
     return best, timings, failures

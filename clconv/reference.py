@@ -105,3 +105,11 @@ def run_pass(pass_: str, g: ConvGeometry, a: np.ndarray, b: np.ndarray, bias: np
     if pass_ == "backward_data":
         return backward_data(g, a, b, bias)
     return backward_weight(g, a, b)
+
+
+def tolerance(reduction_length: int, dtype) -> float:
+    """Tolerance, relative to the largest reference value, for a result whose elements are sums of
+    ``reduction_length`` products of O(1) values: rounding grows about like sqrt(length), at the
+    storage dtype's epsilon (float64 gets the same shape at its own)."""
+    eps = np.finfo(dtype).eps
+    return float(8 * eps * max(1.0, np.sqrt(reduction_length)) * 4)

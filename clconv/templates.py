@@ -1,24 +1,33 @@
 """Finding and rendering the Mako kernel templates.
 
 Search order: each directory of ``CLCONV_TEMPLATE_PATH`` (``os.pathsep``-separated), then the
-built-in templates (``templates/`` of a checkout, or ``clconv/_templates`` of an installed wheel).
-Rendering is strict: an undefined name is an error, never the text ``UNDEFINED``.
+built-in templates in ``clconv/kernels/``.  Rendering is strict: an undefined name is an error,
+never the text ``UNDEFINED``.
+
+A template is one kernel family: a shared header, then one ``<%def>`` per kernel entry point, named
+as the ``__kernel`` function it writes (``clc_direct_forward``).  The caller names the entry points
+it wants (``entries``); the template's body renders its header and those defs
+(``prelude.entry_points``), so the entry point's name is stated once, in the template, and asked for
+by name.
 """
 
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from mako.exceptions import MakoException, text_error_template
 from mako.lookup import TemplateLookup
 
-from . import environ
+from . import settings
+from .caches import Cache
+from .plan import KernelSource, Plan
 
 _PACKAGE_DIR = Path(__file__).resolve().parent
-_lookups: dict[tuple[tuple[str, ...], str | None], TemplateLookup] = {}
+_lookups: Cache[TemplateLookup] = Cache("templates", maxsize=16)
 
 
 class TemplateRenderError(RuntimeError):
@@ -26,18 +35,11 @@ class TemplateRenderError(RuntimeError):
 
 
 def builtin_template_dir() -> Path:
-    installed = _PACKAGE_DIR / "_templates"
-    if installed.is_dir():
-        return installed
-    checkout = _PACKAGE_DIR.parent / "templates"
-    if checkout.is_dir():
-        return checkout
-    raise FileNotFoundError(f"clconv's built-in templates were found neither at {installed} nor at {checkout}")
+    return _PACKAGE_DIR / "kernels"
 
 
 def user_template_dirs() -> list[Path]:
-    raw = os.environ.get("CLCONV_TEMPLATE_PATH", "")
-    return [Path(p).expanduser() for p in raw.split(os.pathsep) if p]
+    return settings.template_dirs()
 
 
 def template_dirs() -> list[Path]:
@@ -52,7 +54,7 @@ def generation() -> tuple:
     modification time and size.  Caches of prepared kernels key on it, so an edited template takes
     effect in the running process too; empty (and free) when no user path is set."""
     global _last_generation
-    raw = environ.get("CLCONV_TEMPLATE_PATH", "")
+    raw = settings.template_path()
     if not raw:
         return ()
     stamp: list = [raw]
@@ -78,11 +80,9 @@ def _module_directory() -> str | None:
     """Where Mako keeps compiled templates between processes, so that a new process's first call
     does not recompile them (about 100 ms of a warm-cache first call); None when the disk cache is
     off or the directory is not writable."""
-    from .builder import cache_dir, disk_cache_enabled
-
-    if not disk_cache_enabled():
+    if not settings.disk_cache_enabled():
         return None
-    path = cache_dir() / "mako-v1"
+    path = settings.cache_dir() / "mako-v1"
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError:
@@ -115,7 +115,7 @@ def _lookup() -> TemplateLookup:
             directories=list(dirs), strict_undefined=True, filesystem_checks=True, input_encoding="utf-8",
             **extra,
         )
-        _lookups[(dirs, modules)] = lookup
+        _lookups.put((dirs, modules), lookup)
     return lookup
 
 
@@ -129,15 +129,57 @@ def list_templates() -> list[tuple[str, Path, list[Path]]]:
     return [(name, paths[0], paths[1:]) for name, paths in sorted(seen.items())]
 
 
-def render(template_name: str, **kwargs: Any) -> str:
-    """Render ``template_name`` with ``kwargs``; failures raise :class:`TemplateRenderError`."""
+def render(template_name: str, entries: Sequence[str], **params: Any) -> str:
+    """The source of the kernels ``entries`` of ``template_name`` rendered with ``params``;
+    failures (a missing template or entry point, a Mako error) raise :class:`TemplateRenderError`."""
+    where = f"(search path: {[str(d) for d in template_dirs()]})"
     try:
         template = _lookup().get_template(template_name)
-        return template.render(**kwargs)
+    except MakoException as exc:
+        raise TemplateRenderError(f"template {template_name!r} not found or not parsable {where}: {exc}") from exc
+    missing = [entry for entry in entries if not template.has_def(entry)]
+    if missing:
+        raise TemplateRenderError(f"template {template_name!r} {where} has no entry point {missing} "
+                                  f"(a <%def> named as the __kernel function it writes)")
+    try:
+        source = template.render(entries=tuple(entries), **params)
     except (MakoException, NameError, AttributeError, KeyError, TypeError, ValueError, IndexError) as exc:
         trace = text_error_template().render()
-        shown = ", ".join(sorted(kwargs))
+        shown = ", ".join(sorted(params))
         raise TemplateRenderError(
-            f"rendering template {template_name!r} (search path: {[str(d) for d in template_dirs()]}) "
-            f"with arguments [{shown}] failed: {exc}\n{trace}"
+            f"rendering entry points {list(entries)} of template {template_name!r} {where} with arguments "
+            f"[{shown}] failed: {exc}\n{trace}"
         ) from exc
+    for entry in entries:
+        if f"{entry}(" not in source:
+            raise TemplateRenderError(f"entry point {entry!r} of template {template_name!r} {where} rendered no "
+                                      f"__kernel function of that name")
+    return source
+
+
+@dataclass(frozen=True)
+class RenderedSource:
+    """The source of one program: ``entries`` of ``template`` rendered."""
+
+    template: str
+    entries: tuple[str, ...]
+    text: str
+
+
+def render_plan(plan: Plan) -> tuple[list[RenderedSource], list[int]]:
+    """The sources of a plan's programs, and for each call the index of the source it launches
+    from.  Calls whose :class:`~clconv.plan.KernelSource` are equal share one program, holding
+    every entry point they launch."""
+    groups: list[tuple[KernelSource, list[str]]] = []
+    index = []
+    for call in plan.calls:
+        number = next((n for n, (source, _) in enumerate(groups) if source.same_as(call.source)), len(groups))
+        if number == len(groups):
+            groups.append((call.source, []))
+        entries = groups[number][1]
+        if call.entry not in entries:
+            entries.append(call.entry)
+        index.append(number)
+    rendered = [RenderedSource(source.template, tuple(entries), render(source.template, entries, **source.params))
+                for source, entries in groups]
+    return rendered, index

@@ -13,8 +13,9 @@ import numpy as np
 import pyopencl as cl
 import pyopencl.array as cl_array
 
-from .algorithms import Operand
+from .caches import Cache
 from .device import default_queue, supports_fp64
+from .runtime import Operand
 
 FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
@@ -100,7 +101,7 @@ def to_operand(value, queue: cl.CommandQueue) -> tuple[Operand, Any]:
     return Operand(device_array.base_data, device_array.offset // device_array.dtype.itemsize), device_array
 
 
-_layouts: dict[tuple[tuple[int, ...], np.dtype], tuple[tuple[int, ...], int]] = {}  # -> (strides, size)
+_layouts: Cache[tuple[tuple[int, ...], int]] = Cache("layouts", maxsize=4096)  # (shape, dtype) -> (strides, size)
 
 
 def result_allocator(tensors: dict[str, Any]):
@@ -126,9 +127,7 @@ def empty_array(queue: cl.CommandQueue, shape: tuple[int, ...], dtype: np.dtype,
     layout = _layouts.get((shape, dtype))
     if layout is None:
         result = cl_array.empty(queue, shape, dtype, allocator=allocator)
-        if len(_layouts) >= 4096:  # a process whose shapes keep changing
-            _layouts.clear()
-        _layouts[(shape, dtype)] = (result.strides, result.size)
+        _layouts.put((shape, dtype), (result.strides, result.size))
         return result
     strides, size = layout
     try:

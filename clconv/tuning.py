@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import threading
 import warnings
 from contextlib import contextmanager
@@ -18,15 +17,26 @@ from pathlib import Path
 
 import pyopencl as cl
 
+from . import settings
 from .builder import atomic_write, cache_dir, disk_cache_enabled
+from .caches import Cache
 from .device import device_identity
 
 log = logging.getLogger("clconv.tuning")
 
 TUNING_FORMAT_VERSION = 1
-_memory: dict[tuple[str, str], dict] = {}
-_lock = threading.Lock()
 _generation = 0  # bumped by every store and forget: the planner's memo of choices keys on it
+_lock = threading.Lock()
+
+
+def _bump() -> None:
+    global _generation
+    with _lock:
+        _generation += 1
+
+
+# the in-process copy of the database: entries read or stored in this process
+_memory: Cache[dict] = Cache("tuning", maxsize=8192, on_clear=_bump)
 
 
 def generation() -> int:
@@ -35,7 +45,7 @@ def generation() -> int:
 
 def tuning_enabled() -> bool:
     """Measure candidates for ``algorithm='auto'`` unless ``CLCONV_TUNE=0``."""
-    return os.environ.get("CLCONV_TUNE", "1") not in ("0", "false", "no")
+    return settings.tuning_enabled()
 
 
 def device_key(device: cl.Device) -> str:
@@ -86,8 +96,7 @@ def _file_lock(path: Path):
 
 def lookup(device: cl.Device, problem_key: str) -> dict | None:
     dkey = device_key(device)
-    with _lock:
-        entry = _memory.get((dkey, problem_key))
+    entry = _memory.get((dkey, problem_key))
     if entry is None and disk_cache_enabled():
         entry = _read(database_path(device)).get(problem_key)
         if entry is not None and not _valid_entry(entry):
@@ -95,8 +104,7 @@ def lookup(device: cl.Device, problem_key: str) -> dict | None:
                         entry, problem_key, database_path(device))
             entry = None
         if entry is not None:
-            with _lock:
-                _memory[(dkey, problem_key)] = entry
+            _memory.put((dkey, problem_key), entry)
     return entry
 
 
@@ -105,11 +113,8 @@ def _valid_entry(entry) -> bool:
 
 
 def store(device: cl.Device, problem_key: str, entry: dict) -> None:
-    global _generation
-    dkey = device_key(device)
-    with _lock:
-        _memory[(dkey, problem_key)] = entry
-        _generation += 1
+    _memory.put((device_key(device), problem_key), entry)
+    _bump()
     if not disk_cache_enabled():
         return
     path = database_path(device)
@@ -121,7 +126,4 @@ def store(device: cl.Device, problem_key: str, entry: dict) -> None:
 
 def forget_memory() -> None:
     """Drop the in-process copy (tests use this to see what a new process would see)."""
-    global _generation
-    with _lock:
-        _memory.clear()
-        _generation += 1
+    _memory.clear()  # bumps the generation

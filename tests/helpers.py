@@ -46,8 +46,8 @@ def run_prepared(queue, rng: np.random.Generator, problem, algorithm, config: di
     the runner.  For tests of one algorithm's configurations, below the public ops."""
     import pyopencl as cl
 
-    from clconv import reference
-    from clconv.algorithms import Operand
+    from clconv import planner, reference
+    from clconv.runtime import Operand
 
     g, dtype = problem.geometry, np.dtype(problem.dtype)
     a_name, b_name, out_name = OPERANDS[problem.pass_]
@@ -61,13 +61,11 @@ def run_prepared(queue, rng: np.random.Generator, problem, algorithm, config: di
                 for name, value in host.items()}
     out = np.full(shapes[out_name], np.nan, dtype)
     operands[out_name] = Operand(cl.Buffer(queue.context, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=out))
-    runner = algorithm.prepare(problem, config, queue, queue.device)
+    runner = planner.prepare(problem, algorithm, config, queue)
     cl.wait_for_events(runner.run(queue, operands))
     cl.enqueue_copy(queue, out, operands[out_name].buffer)
     queue.finish()
     ref = reference.run_pass(problem.pass_, g, host[a_name].astype(np.float64), host[b_name].astype(np.float64),
                              host["bias"].astype(np.float64) if problem.bias else None)
-    length = {"forward": g.reduction_length, "backward_data": g.cout_per_group * g.kernel_volume,
-              "backward_weight": g.batch * g.out_pixels}[problem.pass_]
-    assert_matches(out, ref, length, dtype)
+    assert_matches(out, ref, problem.spec.reduction_length(g), dtype)
     return runner

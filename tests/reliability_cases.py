@@ -17,7 +17,9 @@ import pyopencl.array as cl_array
 
 import clconv
 from clconv import reference
-from clconv.algorithms import PASSES, REGISTRY, Problem
+from clconv.algorithms import REGISTRY
+from clconv.passes import PASSES
+from clconv.plan import Problem
 from clconv.geometry import ConvGeometry, resolve_conv
 
 _CONV = {1: clconv.conv1d, 2: clconv.conv2d, 3: clconv.conv3d}

@@ -15,7 +15,8 @@ import pytest
 import clconv
 import clconv.ops
 from clconv import reference as core_reference
-from clconv.algorithms import REGISTRY, Problem
+from clconv.algorithms import REGISTRY
+from clconv.plan import Problem
 from clconv.geometry import resolve_conv
 
 import transposed_reference as R
@@ -226,9 +227,9 @@ def test_im2col_batch_chunks(queue, rng, monkeypatch, pass_):
                       pass_, "float32")
     im2col = REGISTRY["im2col"]
     assert im2col.chunk_batch(problem, queue.device) == 1
-    runner = im2col.prepare(problem, im2col.configs(problem, queue.device)[0], None, queue.device)  # render only
+    runner = im2col.plan(problem, im2col.configs(problem, queue.device)[0], queue.device)  # a plan: nothing built
     packed = any("clc_pack_a" in source for _, source in runner.sources)  # the CPU GEMM packs w once
-    assert len(runner.launches) == 2 * 3 + packed
+    assert len(runner.calls) == 2 * 3 + packed
     assert any(kernel in source for _, source in runner.sources)
 
 
@@ -302,8 +303,8 @@ def test_convolution_backward_output_mask(queue, rng, monkeypatch, transposed, m
     """Each True entry is computed and right; each False entry is None and runs no kernel."""
     case = CASES[1]  # 2D, groups 2, dilation, asymmetric padding
     passes, bias_calls = [], []
-    real_run_pass, real_bias = clconv.ops._run_pass, clconv.ops._bias_gradient
-    monkeypatch.setattr(clconv.ops, "_run_pass", lambda p, *a, **k: passes.append(p) or real_run_pass(p, *a, **k))
+    real_run, real_bias = clconv.planner.run, clconv.ops._bias_gradient
+    monkeypatch.setattr(clconv.planner, "run", lambda p, *a, **k: passes.append(p.pass_) or real_run(p, *a, **k))
     monkeypatch.setattr(clconv.ops, "_bias_gradient", lambda *a, **k: bias_calls.append(1) or real_bias(*a, **k))
     x, w, dy = _data(rng, case)
     args = case.conv_args()

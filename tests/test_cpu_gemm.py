@@ -9,7 +9,8 @@ import types
 import pyopencl as cl
 import pytest
 
-from clconv.algorithms import REGISTRY, Problem
+from clconv.algorithms import REGISTRY
+from clconv.plan import Problem
 from clconv.algorithms.gemm import CPU_VECTOR_TILES, _b_row, cpu_config, gemm_tiles, is_cpu_config
 from clconv.shapes import parse_descriptor
 

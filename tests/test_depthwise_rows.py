@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from clconv.algorithms import REGISTRY, Problem
+from clconv.algorithms import REGISTRY
+from clconv.plan import Problem
 from clconv.algorithms.depthwise_rows import column_plan
 from clconv.geometry import resolve_conv
 

@@ -6,7 +6,8 @@ import numpy as np
 
 import clconv
 from clconv import planner, reference, tuning
-from clconv.algorithms import LaunchError, Problem
+from clconv.plan import Problem
+from clconv.runtime import LaunchError
 from clconv.geometry import resolve_conv
 
 from helpers import random

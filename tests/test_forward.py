@@ -20,7 +20,8 @@ import pytest
 
 import clconv
 from clconv import planner, reference, tuning
-from clconv.algorithms import REGISTRY, Problem
+from clconv.algorithms import REGISTRY
+from clconv.plan import Problem
 from clconv.builder import stats
 from clconv.geometry import INT32_MAX, ConvGeometry, resolve_conv
 

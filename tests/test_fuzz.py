@@ -26,7 +26,8 @@ from hypothesis import strategies as st
 
 import clconv
 from clconv import reference as _reference
-from clconv.algorithms import REGISTRY, Problem
+from clconv.algorithms import REGISTRY
+from clconv.plan import Problem
 from clconv.geometry import resolve_conv
 
 from helpers import assert_matches

@@ -18,7 +18,7 @@ import pytest
 
 import clconv
 from clconv import reference as ref_mod
-from clconv.algorithms import PASSES
+from clconv.passes import PASSES
 from clconv.geometry import resolve_conv
 
 from helpers import assert_matches, random

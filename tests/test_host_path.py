@@ -1,5 +1,5 @@
 """The shortcuts of a cached call give what the long way gave: the result Array
-(``tensors.empty_array``) and the kernel arguments with their declared types (``algorithms.base.Launch``)."""
+(``tensors.empty_array``) and the kernel arguments with their declared types (``runtime.Launch``)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import pytest
 
 import clconv
 from clconv import reference
-from clconv.algorithms import Operand, Runner
-from clconv.algorithms.base import Arg, Launch
-from clconv.geometry import resolve_conv
+from clconv.geometry import ConvGeometry, resolve_conv
+from clconv.plan import Arg, KernelCall, KernelSource, Plan, Problem
+from clconv.runtime import Launch, Operand, Runner
 from clconv.tensors import empty_array
 
 from helpers import assert_matches, random
@@ -49,26 +49,42 @@ def test_results_of_repeated_calls_do_not_share_memory(queue, rng):
     assert_matches(y2.get(), reference.forward(g, x2, w), g.reduction_length)
 
 
-STORE = "__kernel void clc_store(__global float* a, const long a_off, const int value) { a[a_off] = value; }"
+STORE = """
+__kernel void clc_store(__global float* a, const long a_off, const int value) { a[a_off] = value; }
+__kernel void clc_four(__global float* x, const long x_off, __global float* col, __global float* bias,
+                       const long bias_off, const int value) { }
+"""
+PROBLEM = Problem(ConvGeometry.make(1, 1, 1, 1, 1, (1,), (1,)), "forward", "float32")
+
+
+def _call(*args) -> KernelCall:
+    return KernelCall(KernelSource("test.mako", {}), "clc_store", (1,), None, args)
 
 
 @pytest.fixture
-def store_kernel(queue):
-    return cl.Kernel(cl.Program(queue.context, STORE).build(), "clc_store")
+def program(queue):
+    return cl.Program(queue.context, STORE).build()
+
+
+@pytest.fixture
+def store_kernel(program):
+    return cl.Kernel(program, "clc_store")
 
 
 def test_launch_arguments_reach_the_kernel_with_their_types(queue, store_kernel):
-    launch = Launch(store_kernel, (1,), None, (Arg("a"), np.int32(42)))
+    call = _call(Arg("a"), np.int32(42))
+    runner = Runner(Plan(PROBLEM, "test", {}, (call,)), [store_kernel])
     host = np.zeros(8, np.float32)
     buffer = cl.Buffer(queue.context, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR, hostbuf=host)
     for offset in (5, 2):  # the offset changes between runs of one launch
-        cl.wait_for_events(Runner("test", {}, [launch]).run(queue, {"a": Operand(buffer, offset)}))
+        cl.wait_for_events(runner.run(queue, {"a": Operand(buffer, offset)}))
     cl.enqueue_copy(queue, host, buffer)
     assert host.tolist() == [0, 0, 42, 0, 0, 42, 0, 0]
 
 
-def test_launch_argument_list_fills_operands_workspaces_and_fallbacks(queue, store_kernel):
-    launch = Launch(None, (1,), None, (Arg("x"), Arg("col", with_offset=False), Arg("bias", fallback="y"), np.int32(3)))
+def test_launch_argument_list_fills_operands_workspaces_and_fallbacks(queue, program):
+    launch = Launch(_call(Arg("x"), Arg("col", with_offset=False), Arg("bias", fallback="y"), np.int32(3)),
+                    cl.Kernel(program, "clc_four"))
     x, y, col = object(), object(), object()
     args = launch.resolve_args({"x": Operand(x, 7), "y": Operand(y, 2)}, {"col": col})
     assert args == [x, 7, col, y, 2, np.int32(3)]
@@ -78,15 +94,15 @@ def test_launch_argument_list_fills_operands_workspaces_and_fallbacks(queue, sto
 
 
 def test_launches_of_one_kernel_must_agree_on_its_argument_types(store_kernel):
-    Launch(store_kernel, (1,), None, (Arg("a"), np.int32(1)))
-    Launch(store_kernel, (1,), None, (Arg("a"), np.int32(2)))
+    Launch(_call(Arg("a"), np.int32(1)), store_kernel)
+    Launch(_call(Arg("a"), np.int32(2)), store_kernel)
     with pytest.raises(RuntimeError, match="clc_store"):
-        Launch(store_kernel, (1,), None, (Arg("a"), np.int64(1)))
+        Launch(_call(Arg("a"), np.int64(1)), store_kernel)
 
 
-def test_a_literal_kernel_argument_must_say_its_width(store_kernel):
+def test_a_literal_kernel_argument_must_say_its_width():
     with pytest.raises(TypeError, match="numpy scalar"):
-        Launch(store_kernel, (1,), None, (Arg("a"), 1))
+        _call(Arg("a"), 1)
 
 
 # -- the result's allocator and the kept workspace buffers ------------------------------------------
@@ -119,25 +135,25 @@ def _im2col_call(queue, rng):
 
 
 def test_workspaces_are_kept_per_in_order_queue(queue, rng):
-    from clconv.algorithms.base import _Scratch
+    from clconv.runtime import Workspaces
 
     x_host, w_host, g, call = _im2col_call(queue, rng)
     ref = reference.forward(g, x_host, w_host)
     clconv.release_workspaces()
     assert_matches(call(queue), ref, g.reduction_length)
-    kept = _Scratch.of(queue).buffers["col"]
+    kept = Workspaces.of(queue).buffers["col"]
     for _ in range(2):
         assert_matches(call(queue), ref, g.reduction_length)
-    assert _Scratch.of(queue).buffers["col"] is kept, "the column buffer is allocated once, then reused"
+    assert Workspaces.of(queue).buffers["col"] is kept, "the column buffer is allocated once, then reused"
     clconv.release_workspaces()
     assert_matches(call(queue), ref, g.reduction_length)
-    assert _Scratch.of(queue).buffers["col"] is not kept
+    assert Workspaces.of(queue).buffers["col"] is not kept
     # an out-of-order queue gets a buffer per call: its calls may run at the same time
     try:
         ooo = cl.CommandQueue(queue.context, properties=cl.command_queue_properties.OUT_OF_ORDER_EXEC_MODE_ENABLE)
     except cl.Error:
         pytest.skip("the device has no out-of-order queues")
-    assert _Scratch.of(ooo) is None
+    assert Workspaces.of(ooo) is None
     for _ in range(2):
         assert_matches(call(ooo), ref, g.reduction_length)
 

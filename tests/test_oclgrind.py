@@ -90,7 +90,7 @@ def child(which: str, every_config: bool) -> int:
             kept.append(self)
 
     cl.Buffer = KeptBuffer
-    from clconv.algorithms.gemm import SplitK
+    from clconv.algorithms.splitk import SplitK
 
     SplitK.MIN_PIECE = 16
 
@@ -175,7 +175,7 @@ def test_every_kernel_family_is_clean_under_oclgrind():
     runs, report, stdout = run_under_oclgrind("ci")
     assert not report.strip(), f"Oclgrind reported:\n{report[:8000]}\n--- child stdout ---\n{stdout[-2000:]}"
     import clconv
-    from clconv.algorithms import PASSES
+    from clconv.passes import PASSES
 
     covered = {tuple(line.split()[1].split("-")[:2]) for line in stdout.splitlines() if line.startswith("ok ")}
     wanted = {(pass_, name) for pass_ in PASSES for name in clconv.algorithms(pass_)}
@@ -186,7 +186,7 @@ def test_every_kernel_family_is_clean_under_oclgrind():
 def test_oclgrind_reports_an_out_of_bounds_write(tmp_path):
     """The harness can fail: a user template that writes one element past the output is caught."""
     _require_oclgrind()
-    builtin = HERE.parent / "templates" / "direct.mako"
+    builtin = HERE.parent / "clconv" / "kernels" / "direct.mako"
     text = builtin.read_text()
     marker = "    y_base[y_off + nc * CLC_OP + p] = acc;"
     assert marker in text, "direct.mako changed: update this test's injected bug"

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-TEMPLATES = sorted(p.name for p in (REPO / "templates").glob("*.mako"))
+TEMPLATES = sorted(p.name for p in (REPO / "clconv" / "kernels").glob("*.mako"))
 
 CHILD = r"""
 import json, sys
@@ -74,7 +74,7 @@ def test_installed_wheel_renders_from_its_own_templates(wheel, tmp_path):
     assert done.returncode == 0, done.stderr[-4000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert Path(result["clconv"]).resolve().is_relative_to(target.resolve()), result["clconv"]
-    assert Path(result["templates"]).resolve() == (target / "clconv" / "_templates").resolve()
+    assert Path(result["templates"]).resolve() == (target / "clconv" / "kernels").resolve()
     for algorithm, source in result["sources"].items():
         assert "__kernel void clc_" in source, algorithm
         assert "typedef int clc_idx;" in source, algorithm

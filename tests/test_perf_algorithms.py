@@ -13,8 +13,11 @@ import pytest
 
 import clconv
 from clconv import reference, tuning
-from clconv.algorithms import REGISTRY, Operand, Problem
-from clconv.algorithms.gemm import GPU_TILES, TILE_KEYS, _tile_config, gemm_tiles
+from clconv import planner
+from clconv.algorithms import REGISTRY
+from clconv.plan import Problem
+from clconv.runtime import Operand
+from clconv.algorithms.gemm import GPU_TILES, TILE_KEYS, gemm_tiles, tile_config
 from clconv.shapes import parse_descriptor
 
 from helpers import assert_matches, random, run_prepared
@@ -86,7 +89,7 @@ def test_splitk_with_vector_tiles(queue, rng):
 
 def test_old_tuning_entries_without_vector_width_still_run():
     old = {"TM": 64, "TN": 64, "TK": 16, "WM": 4, "WN": 4}
-    assert _tile_config(old) == {**old, "VW": 1, "PIPE": 1}
+    assert tile_config(old) == {**old, "VW": 1, "PIPE": 1}
 
 
 # -- the tile heuristic --------------------------------------------------------------------------------
@@ -222,7 +225,7 @@ def test_depthwise_weight_gradient_float64(queue, rng):
     g = parse_descriptor(DEPTHWISE["k3p1"]).geometry
     x, dy = random(rng, g.input_shape, np.float64), random(rng, g.output_shape, np.float64)
     problem = Problem(g, "backward_weight", "float64")
-    runner = REGISTRY["depthwise"].prepare(problem, {"wg": 64, "slices": 2}, queue, queue.device)
+    runner = planner.prepare(problem, REGISTRY["depthwise"], {"wg": 64, "slices": 2}, queue)
     mf = cl.mem_flags
     out = np.full(g.weight_shape, np.nan)
     bufs = {"x": cl.Buffer(queue.context, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=x),

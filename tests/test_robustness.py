@@ -22,27 +22,26 @@ import pytest
 
 import clconv
 from clconv import builder, planner, reference, tuning
-from clconv.algorithms import REGISTRY, LaunchError, Problem
+from clconv.algorithms import REGISTRY
+from clconv.plan import Problem
+from clconv.runtime import LaunchError
 from clconv.builder import BuildError
 from clconv.geometry import resolve_conv, resolve_conv_weight
+from clconv.templates import builtin_template_dir
 
 from helpers import assert_matches, poisoned, random
 
 HERE = Path(__file__).resolve().parent
-BUILTIN_TEMPLATES = HERE.parent / "templates"
+BUILTIN_TEMPLATES = builtin_template_dir()
 
 
 @pytest.fixture
 def fresh_cache(tmp_path, monkeypatch):
     """A private, empty cache directory and no remembered choices or runners in this process."""
     monkeypatch.setenv("CLCONV_CACHE_DIR", str(tmp_path / "cache"))
-    tuning.forget_memory()
-    saved_runners = dict(planner._runners)
-    planner._runners.clear()
+    clconv.clear_caches()
     yield tmp_path / "cache"
-    tuning.forget_memory()
-    planner._runners.clear()
-    planner._runners.update(saved_runners)
+    clconv.clear_caches()
 
 
 # -- several processes building and tuning the same geometries -----------------------------------------
@@ -189,8 +188,7 @@ def test_bad_tuning_database_is_detected_logged_and_rewritten(queue, rng, fresh_
     path = tuning.database_path(queue.device)
     assert key in json.loads(path.read_text())["entries"]
     path.write_text(TUNING_CORRUPTIONS[kind](path.read_text(), key))
-    tuning.forget_memory()
-    planner._runners.clear()
+    clconv.clear_caches()
     with caplog.at_level(logging.WARNING, logger="clconv"), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         y = clconv.conv2d(x, w, padding=1)
@@ -267,8 +265,7 @@ def _check_fallback(queue, rng, failing_label: str, expect: type):
     entry = tuning.lookup(queue.device, Problem(g, "forward", "float32").key())
     assert entry["algorithm"] != "direct" and failing_label in entry["failed"], entry
     # a new process (memory forgotten) goes straight to the remembered algorithm
-    tuning.forget_memory()
-    planner._runners.clear()
+    clconv.clear_caches()
     calls = []
     original = REGISTRY["direct"].prepare
     try:

@@ -1,30 +1,40 @@
-"""The algorithm registry: every way clconv knows to run a pass, by name."""
+"""The algorithm registry: every way clconv knows to run a pass, by name.
+
+An algorithm is one module here (a subclass of :class:`~clconv.algorithms.base.Algorithm` that
+turns a problem into a :class:`~clconv.plan.Plan`) plus its template in ``clconv/kernels/``,
+registered by one line in ``ALGORITHMS``.  The planner, ops, tools and tests find it through
+:data:`REGISTRY`.
+"""
 
 from __future__ import annotations
 
-from .base import (
-    PASSES, Algorithm, Declined, LaunchError, Operand, Problem, Runner, release_workspaces, workspace_limit,
-)
-from .direct import Direct, bias_gradient_runner
+from ..passes import PASSES, check_pass
+from .base import Algorithm, Declined
 from .depthwise import DepthwiseWgrad
 from .depthwise_rows import DepthwiseRows
-from .gemm import Gemm1x1, Im2col, ImplicitGemm, SplitK
+from .direct import Direct
+from .im2col import Im2col
+from .implicit_gemm import Gemm1x1, ImplicitGemm
+from .splitk import SplitK
 
-REGISTRY: dict[str, Algorithm] = {
-    algorithm.name: algorithm
-    for algorithm in (Direct(), Im2col(), Gemm1x1(), ImplicitGemm(), SplitK(), DepthwiseWgrad(),
-                      DepthwiseRows())
-}
+ALGORITHMS: tuple[type[Algorithm], ...] = (
+    Direct,
+    Im2col,
+    Gemm1x1,
+    ImplicitGemm,
+    SplitK,
+    DepthwiseWgrad,
+    DepthwiseRows,
+)
+
+REGISTRY: dict[str, Algorithm] = {cls.name: cls() for cls in ALGORITHMS}
 
 
 def algorithms(pass_: str | None = None) -> list[str]:
     """Names of the algorithms (that serve ``pass_``, if given: forward, backward_data, backward_weight)."""
-    if pass_ is not None and pass_ not in PASSES:
-        raise ValueError(f"pass_ must be one of {PASSES} or None, got {pass_!r}")
+    if pass_ is not None:
+        check_pass(pass_)
     return [name for name, alg in REGISTRY.items() if pass_ is None or pass_ in alg.passes]
 
 
-__all__ = [
-    "PASSES", "REGISTRY", "Algorithm", "Declined", "LaunchError", "Operand", "Problem", "Runner", "algorithms",
-    "bias_gradient_runner", "release_workspaces", "workspace_limit",
-]
+__all__ = ["ALGORITHMS", "PASSES", "REGISTRY", "Algorithm", "Declined", "algorithms"]

@@ -4,15 +4,15 @@ The GEMM algorithms see a depthwise weight gradient as ``groups`` GEMMs of ``C_o
 with a contraction over the whole batch; ``direct`` gives one work-group to each weight element and
 so reads the input once per tap from memory.  Here one work-group per (slice of batch x pixels,
 output channel) keeps all taps' sums in registers, reads ``dy`` once and the input through the
-cache, and a fixed-order second kernel adds the slices (templates/depthwise.mako, reduce.mako).
+cache, and a fixed-order second kernel adds the slices (kernels/depthwise.mako, reduce.mako).
 """
 
 from __future__ import annotations
 
-import pyopencl as cl
-
-from ..builder import get_kernel
-from .base import Algorithm, Arg, Launch, Runner, render_and_build, rounded, workspace_limit
+from .. import settings
+from ..plan import Arg, Plan
+from .base import Algorithm, call, is_gpu, source
+from .reduce import splitk_sum
 
 MAX_TAPS = 32  # taps summed in registers per work-item
 
@@ -44,26 +44,20 @@ class DepthwiseWgrad(Algorithm):
             # enough work-groups to fill the device several times over, each with real work
             wanted = -(-8 * device.max_compute_units // g.out_channels)
             slices = max(1, min(wanted, total // (4 * wg), 1024))
-            if slices * g.out_channels * g.kernel_volume * problem.itemsize > workspace_limit(device):
+            if slices * g.out_channels * g.kernel_volume * problem.itemsize > settings.workspace_limit(device):
                 slices = 1
             out.append({"wg": wg, "slices": slices})
-        if len(out) > 1 and bool(device.type & cl.device_type.GPU):
+        if len(out) > 1 and is_gpu(device):
             return out[:2]
         return out[:1] if out else []
 
-    def prepare(self, problem, config, queue, device):
+    def plan(self, problem, config, device):
         g = problem.geometry
         wg, slices = config["wg"], config["slices"]
         elements = g.out_channels * g.kernel_volume
         index = problem.index_type(slices * elements)
-        sources: list = []
-        program = render_and_build(queue, sources, "depthwise.mako", self.name, geom=g, real=problem.real,
-                                   index=index, wg=wg, slices=slices)
-        kernel = get_kernel(program, "clc_depthwise_wgrad") if program is not None else None
-        launches = [Launch(kernel, (slices * wg, g.out_channels), (wg, 1),
-                           (Arg("x"), Arg("dy"), Arg("partial", with_offset=False)))]
-        reduce = render_and_build(queue, sources, "reduce.mako", self.name, geom=g, real=problem.real,
-                                  index=index, kernel="splitk_sum", splits=slices, elements=elements, wg=0)
-        launches.append(Launch(get_kernel(reduce, "clc_splitk_sum") if reduce is not None else None,
-                               (rounded(elements, 64),), None, (Arg("partial", with_offset=False), Arg("dw"))))
-        return Runner(self.name, config, launches, {"partial": slices * elements * problem.itemsize}, sources)
+        src = source("depthwise.mako", problem, index, wg=wg, slices=slices)
+        partials = call(src, "clc_depthwise_wgrad", (slices * wg, g.out_channels), (wg, 1),
+                        Arg("x"), Arg("dy"), Arg("partial", with_offset=False))
+        return Plan(problem, self.name, config, (partials, splitk_sum(problem, index, slices, elements)),
+                    {"partial": slices * elements * problem.itemsize})

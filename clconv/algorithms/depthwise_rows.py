@@ -1,5 +1,5 @@
 """Depthwise convolution by rows: all three passes of a ``C_in/groups == 1`` layer, vectorised along
-the image rows (templates/depthwise_rows.mako).
+the image rows (kernels/depthwise_rows.mako).
 
 A depthwise layer has no contraction worth a GEMM (``prod(kernel)`` terms per output), so it is
 bound by memory and by how many values one load feeds.  ``direct`` computes one output element per
@@ -18,10 +18,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import pyopencl as cl
-
-from ..builder import get_kernel
-from .base import Algorithm, Arg, Launch, Runner, render_and_build, rounded, workspace_limit
+from .. import settings
+from ..plan import Arg, Plan, rounded
+from .base import Algorithm, call, is_gpu, pass_args, source
+from .reduce import splitk_sum
 
 
 @dataclass(frozen=True)
@@ -86,7 +86,7 @@ class DepthwiseRows(Algorithm):
         return reason
 
     def configs(self, problem, device):
-        cpu = not device.type & cl.device_type.GPU
+        cpu = not is_gpu(device)
         widest = 8 if problem.dtype == "float64" else 16
         if cpu:
             # AVX-512 holds 16 floats; narrower rows (7x7 images) leave most of a 16-lane vector idle
@@ -107,11 +107,11 @@ class DepthwiseRows(Algorithm):
         rows = g.batch * g.out_size[0] * g.out_size[1]
         wanted = -(-4 * device.max_compute_units // g.out_channels)
         slices = max(1, min(wanted, rows, 256))
-        if slices > 1 and slices * g.weight_elements * problem.itemsize > workspace_limit(device):
+        if slices > 1 and slices * g.weight_elements * problem.itemsize > settings.workspace_limit(device):
             slices = 1
         return slices
 
-    def prepare(self, problem, config, queue, device):
+    def plan(self, problem, config, device):
         g = problem.geometry
         vn, lx = config["vn"], config["lx"]
         kw, sw, pw, dw = g.kernel[2], g.stride[2], g.pad_begin[2], g.dilation[2]
@@ -127,30 +127,14 @@ class DepthwiseRows(Algorithm):
         slices = config.get("slices", 1)
         partial_elements = slices * g.weight_elements if slices > 1 else 0
         index = problem.index_type(partial_elements)
-        sources: list = []
-        program = render_and_build(queue, sources, "depthwise_rows.mako", self.name, geom=g, real=problem.real,
-                                   index=index, kernel=problem.pass_, bias=problem.bias, columns=columns,
-                                   slices=slices)
-        kernel = None
-        if program is not None:
-            kernel = get_kernel(program, f"clc_dw_rows_{problem.pass_}")
-        if problem.pass_ == "forward":
-            launches = [Launch(kernel, (rounded(rows, lx),), (lx,),
-                               (Arg("x"), Arg("w"), Arg("bias", fallback="w"), Arg("y")))]
-        elif problem.pass_ == "backward_data":
-            launches = [Launch(kernel, (rounded(rows, lx),), (lx,),
-                               (Arg("dy"), Arg("w"), Arg("bias", fallback="w"), Arg("dx")))]
-        elif slices == 1:
-            launches = [Launch(kernel, (rounded(g.out_channels, lx),), (lx,),
-                               (Arg("x"), Arg("dy"), Arg("dw")))]
-        else:
-            launches = [Launch(kernel, (rounded(g.out_channels * slices, lx),), (lx,),
-                               (Arg("x"), Arg("dy"), Arg("partial")))]
-            reduce = render_and_build(queue, sources, "reduce.mako", self.name, geom=g, real=problem.real,
-                                      index=index, kernel="splitk_sum", splits=slices,
-                                      elements=g.weight_elements, wg=0)
-            launches.append(Launch(get_kernel(reduce, "clc_splitk_sum") if reduce is not None else None,
-                                   (rounded(g.weight_elements, 64),), None,
-                                   (Arg("partial", with_offset=False), Arg("dw"))))
-            return Runner(self.name, config, launches, {"partial": partial_elements * problem.itemsize}, sources)
-        return Runner(self.name, config, launches, {}, sources)
+        src = source("depthwise_rows.mako", problem, index, bias=problem.bias, columns=columns, slices=slices)
+        entry = f"clc_dw_rows_{problem.pass_}"
+        if problem.pass_ != "backward_weight":  # a work-item per row of the result
+            return Plan(problem, self.name, config,
+                        (call(src, entry, (rounded(rows, lx),), (lx,), *pass_args(problem, bias_fallback="w")),))
+        if slices == 1:  # a work-item per channel
+            return Plan(problem, self.name, config,
+                        (call(src, entry, (rounded(g.out_channels, lx),), (lx,), Arg("x"), Arg("dy"), Arg("dw")),))
+        partials = call(src, entry, (rounded(g.out_channels * slices, lx),), (lx,), Arg("x"), Arg("dy"), Arg("partial"))
+        return Plan(problem, self.name, config, (partials, splitk_sum(problem, index, slices, g.weight_elements)),
+                    {"partial": partial_elements * problem.itemsize})

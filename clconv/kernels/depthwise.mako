@@ -1,14 +1,18 @@
 ## Depthwise weight gradient (C_in/groups = 1): a bandwidth-bound kernel.
 ##
+## Entry point:
 ##   clc_depthwise_wgrad: work-group (slice s, output channel co) sums, over its slice of the
 ##   batch x output pixels, dy[b][co][p] times the input under each of the KV taps, into KV
 ##   registers per work-item (dy read once, the input read through the cache); one tree reduction
 ##   of all KV sums at once in local memory; partial[s][co][tap].  reduce.mako's clc_splitk_sum
 ##   then adds the slices in a fixed order (deterministic: no atomics).
 ##
-## Parameters: geom, real, index, wg (work-group size, a power of two), slices.
+## Parameters: geom, real, index, entries, wg (work-group size, a power of two), slices.
 <%namespace name="prelude" file="prelude.mako"/>
 ${prelude.header(geom, real, index)}
+${prelude.entry_points(self, entries)}\
+##
+<%def name="clc_depthwise_wgrad()">
 <%
     KV = geom.kernel_volume
     total = geom.batch * geom.out_pixels
@@ -62,3 +66,4 @@ void clc_depthwise_wgrad(__global const clc_real* restrict x_base, const long x_
     if (lid < ${KV})
         partial[(slice * CLC_COUT + co) * ${KV} + lid] = red[lid][0];
 }
+</%def>\

@@ -3,16 +3,21 @@
 ## output row (OW consecutive columns): the row's input line and its padding test are decided once,
 ## and the copy along ow has no divisions, so LLVM vectorises it.  (im2col.mako's one work-item per
 ## element spends its time decoding indices: 2.5 GB/s on PoCL.)
-## clc_im2col_t writes the same buffer transposed (the weight gradient's, see there), and
-## clc_col2im_rows is the data gradient's way back from the buffer.
-## Parameters: geom, real, index, chunk_batch (images per launch), kernel ("im2col": clc_im2col_rows
-## and clc_im2col_t | "col2im"), bias (col2im only: the transposed convolution's bias).
+## Entry points:
+##   clc_im2col_rows    the column buffer, one output row per work-item
+##   clc_im2col_t       the same buffer transposed (the weight gradient's, see there), one output
+##                      pixel per work-item
+##   clc_im2col_t_rows  the transposed buffer, one (input channel, output row, image) per work-item
+##   clc_col2im_rows    the data gradient's way back from the buffer, one dx row per work-item
+## Parameters: geom, real, index, entries, chunk_batch (images per launch); bias (clc_col2im_rows
+## only: the transposed convolution's bias).
 <%namespace name="prelude" file="prelude.mako"/>
 ${prelude.header(geom, real, index)}
 #define CLC_NB ${chunk_batch}
 #define CLC_COLS ((clc_idx)CLC_NB * CLC_OP)     /* columns of one group's buffer */
-
-% if kernel == "im2col":
+${prelude.entry_points(self, entries)}\
+##
+<%def name="clc_im2col_rows()">
 /* global: (OD*OH, NB, G*CI*KV) */
 __kernel void clc_im2col_rows(__global const clc_real* restrict x_base, const long x_off,
                               __global clc_real* restrict col, const int chunk)
@@ -40,7 +45,9 @@ __kernel void clc_im2col_rows(__global const clc_real* restrict x_base, const lo
         dst[ow] = (uint)iw < (uint)CLC_IW ? src[iw] : (clc_real)0;
     }
 }
-
+</%def>\
+##
+<%def name="clc_im2col_t()">
 /* The column buffer transposed, for the weight gradient: colT[g][(b, po)][(ci, tap)], so that the
    CPU GEMM reads B = colT with row loads along (ci, tap).  One work-item per output pixel writes
    its CI * KV values contiguously.  global: (OP, NB, G) */
@@ -66,10 +73,12 @@ __kernel void clc_im2col_t(__global const clc_real* restrict x_base, const long 
         }
     }
 }
-
+</%def>\
+##
+<%def name="clc_im2col_t_rows()">
 <%
-    KD, KH, KW = geom.kernel
-    krows = [(kd * KH + kh, kd, kh) for kd in range(KD) for kh in range(KH)]
+    KW = geom.kernel[2]
+    krows = prelude.attr.kernel_rows(geom)
 %>
 /* The same transposed buffer, one work-item per (input channel, output row, image): the kernel
    rows' validity and input lines are decided once, and per output pixel the KV values of this
@@ -100,8 +109,9 @@ __kernel void clc_im2col_t_rows(__global const clc_real* restrict x_base, const 
 % endfor
     }
 }
-
-% elif kernel == "col2im":
+</%def>\
+##
+<%def name="clc_col2im_rows()">
 /* col2im for CPU devices: one work-item per dx row (image, channel, id, ih) adds up, tap by tap,
    the column-buffer rows that read it: for each kernel row (kd, kh) whose output row exists and
    each kw, one run of consecutive columns added onto the dx row (a unit-stride loop without
@@ -151,4 +161,4 @@ __kernel void clc_col2im_rows(__global const clc_real* restrict col,
         dxr[iw] += b;
 % endif
 }
-% endif
+</%def>\

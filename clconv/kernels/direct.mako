@@ -1,13 +1,15 @@
 ## Direct convolution kernels: no workspace, no GEMM, every sum taken in a fixed order.
-##   clc_direct_forward        one work-item per output element          (pass "forward")
-##   clc_direct_backward_data  one work-item per input-gradient element, gathering (no atomics)
-##   clc_direct_backward_weight one work-group per weight element, a tree reduction in local memory
-## Parameters: geom, real, index, kernel ("forward" | "backward_data" | "backward_weight"), bias,
-## and for backward_weight the work-group size `wg`.
+## Entry points:
+##   clc_direct_forward          one work-item per output element
+##   clc_direct_backward_data    one work-item per input-gradient element, gathering (no atomics)
+##   clc_direct_backward_weight  one work-group per weight element, a tree reduction in local memory
+## Parameters: geom, real, index, entries; bias (clc_direct_forward, clc_direct_backward_data);
+## wg, the work-group size (clc_direct_backward_weight).
 <%namespace name="prelude" file="prelude.mako"/>
 ${prelude.header(geom, real, index)}
-
-% if kernel == "forward":
+${prelude.entry_points(self, entries)}\
+##
+<%def name="clc_direct_forward()">
 /* global: (OP rounded up, N * COUT); x, w, bias, y each with an element offset. */
 __kernel void clc_direct_forward(__global const clc_real* restrict x_base, const long x_off,
                                  __global const clc_real* restrict w_base, const long w_off,
@@ -47,8 +49,9 @@ __kernel void clc_direct_forward(__global const clc_real* restrict x_base, const
 % endif
     y_base[y_off + nc * CLC_OP + p] = acc;
 }
-
-% elif kernel == "backward_data":
+</%def>\
+##
+<%def name="clc_direct_backward_data()">
 /* global: (IP rounded up, N * CIN). dx[b][c][pi] = sum over (co, tap) whose output pixel reads pi.
    `bias` here is the transposed convolution's bias (its output is this input gradient). */
 __kernel void clc_direct_backward_data(__global const clc_real* restrict dy_base, const long dy_off,
@@ -88,8 +91,9 @@ __kernel void clc_direct_backward_data(__global const clc_real* restrict dy_base
 % endif
     dx_base[dx_off + nc * CLC_IP + p] = acc;
 }
-
-% elif kernel == "backward_weight":
+</%def>\
+##
+<%def name="clc_direct_backward_weight()">
 /* global: (wg, COUT * CI * KV); one work-group per weight element: its work-items stride over the
    (batch x output pixel) contraction, then a fixed-shape tree sums their partials: deterministic. */
 __kernel __attribute__((reqd_work_group_size(${wg}, 1, 1)))
@@ -127,4 +131,4 @@ void clc_direct_backward_weight(__global const clc_real* restrict x_base, const 
     }
     if (lid == 0) dw_base[dw_off + e] = partial[0];
 }
-% endif
+</%def>\

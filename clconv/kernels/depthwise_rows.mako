@@ -1,4 +1,5 @@
 ## Depthwise convolution (C_in/groups = 1) by rows, vectorised along the width.
+## Entry points:
 ##   clc_dw_rows_forward          one work-item per output row (b, co, od, oh)
 ##   clc_dw_rows_backward_data    one work-item per input-gradient row (b, c, id, ih): sums over the
 ##                                CO output channels of its group, gathering (no atomics)
@@ -6,44 +7,53 @@
 ##                                reduced lane by lane in a fixed order at the end
 ## Which columns are interior, and so run as whole vectors without bounds checks, is decided in
 ## clconv/algorithms/depthwise_rows.py (`columns`, a ColumnPlan); this file only emits that plan.
-## Parameters: geom, real, index, kernel (the pass), bias, columns, slices (weight gradient).
+## Parameters: geom, real, index, entries, columns; bias (clc_dw_rows_forward,
+## clc_dw_rows_backward_data); slices (clc_dw_rows_backward_weight).
 <%namespace name="prelude" file="prelude.mako"/>
-${prelude.header(geom, real, index)}
-<%
-    KD, KH, KW = geom.kernel
-    SW, PW, DW = geom.stride[2], geom.pad_begin[2], geom.dilation[2]
-    VN = columns.vn
-    vec = f"{real}{VN}"
-    mask_vec = f"{'long' if real == 'double' else 'int'}{VN}"
-    # (r, kd, kh): the kernel's rows; r numbers them
-    krows = [(kd * KH + kh, kd, kh) for kd in range(KD) for kh in range(KH)]
-
-    def load(ptr, stride):
-        """VN values at ptr, ptr + stride, ...: one vload when they are consecutive."""
-        if stride == 1:
-            return f"vload{VN}(0, {ptr})"
-        return f"({vec})(" + ", ".join(f"({ptr})[{i * stride}]" for i in range(VN)) + ")"
-
-    edge_ranges = columns.edge_ranges
+<%!
     # vector starts: `full` of them from lo (a loop), then the overlapping tail vector
-    blocks = VN > 0 and columns.full > 0
-    tail = VN > 0 and columns.tail_overlap >= 0
-%>
+    def has_blocks(columns):
+        return columns.vn > 0 and columns.full > 0
+
+    def has_tail(columns):
+        return columns.vn > 0 and columns.tail_overlap >= 0
+%>\
+${prelude.header(geom, real, index)}
+${prelude.entry_points(self, entries)}\
+##
+## the vector type: columns.vn lanes of clc_real
+<%def name="vec()">${real}${columns.vn}</%def>\
+##
+## columns.vn values at ptr, ptr + stride, ...: one vload when they are consecutive
+<%def name="load(ptr, stride)">\
+% if stride == 1:
+vload${columns.vn}(0, ${ptr})\
+% else:
+(${vec()})(${", ".join(f"({ptr})[{i * stride}]" for i in range(columns.vn))})\
+% endif
+</%def>\
+##
 <%def name="vector_columns(body)">
-% if blocks:
+<% VN = columns.vn %>\
+% if has_blocks(columns):
     for (int o = ${columns.lo}; o < ${columns.lo + columns.full * VN}; o += ${VN}) {
 ${body("o", False)}
     }
 % endif
-% if tail:
+% if has_tail(columns):
     {   /* the interior's last ${VN} columns; its first ${columns.tail_overlap} lanes were done above */
         const int o = ${columns.tail_start};
 ${body("o", True)}
     }
 % endif
-</%def>
-
-% if kernel == "forward":
+</%def>\
+##
+<%def name="clc_dw_rows_forward()">
+<%
+    KW, SW, DW = geom.kernel[2], geom.stride[2], geom.dilation[2]
+    VN = columns.vn
+    krows = prelude.attr.kernel_rows(geom)
+%>
 /* global: rows = N * COUT * OD * OH rounded up; y row = w-weighted sum of KD*KH input rows */
 __kernel void clc_dw_rows_forward(__global const clc_real* restrict x_base, const long x_off,
                                   __global const clc_real* restrict w_base, const long w_off,
@@ -74,19 +84,19 @@ __kernel void clc_dw_rows_forward(__global const clc_real* restrict x_base, cons
 % endfor
 % endfor
 <%def name="forward_vector(o, is_tail)">
-        ${vec} acc = (${vec})(b0);
+        ${vec()} acc = (${vec()})(b0);
 % for r, kd, kh in krows:
         if (ok${r}) {
             __global const clc_real* p = xr${r} + ${o} * CLC_SW - CLC_PW;
 % for kw in range(KW):
-            acc = fma(${load(f"p + {kw * DW}", SW)}, (${vec})(w${r}_${kw}), acc);
+            acc = fma(${load(f"p + {kw * DW}", SW)}, (${vec()})(w${r}_${kw}), acc);
 % endfor
         }
 % endfor
         vstore${VN}(acc, 0, yr + ${o});
 </%def>
 ${vector_columns(forward_vector)}
-% for a, e in edge_ranges:
+% for a, e in columns.edge_ranges:
     for (int o = ${a}; o < ${e}; ++o) {
         clc_real acc = b0;
 % for r, kd, kh in krows:
@@ -101,8 +111,14 @@ ${vector_columns(forward_vector)}
     }
 % endfor
 }
-
-% elif kernel == "backward_data":
+</%def>\
+##
+<%def name="clc_dw_rows_backward_data()">
+<%
+    KW, DW = geom.kernel[2], geom.dilation[2]
+    VN = columns.vn
+    krows = prelude.attr.kernel_rows(geom)
+%>
 /* global: rows = N * CIN * ID * IH rounded up.  dx row (b, c, id, ih) gathers, for each output
    channel c*CO + j of its group and each kernel row whose output row exists, dy along the row. */
 __kernel void clc_dw_rows_backward_data(__global const clc_real* restrict dy_base, const long dy_off,
@@ -132,7 +148,7 @@ __kernel void clc_dw_rows_backward_data(__global const clc_real* restrict dy_bas
     const clc_idx dyo${r} = ok${r} ? ((clc_idx)od${r} * CLC_OH + oh${r}) * CLC_OW : 0;
 % endfor
 <%def name="data_vector(o, is_tail)">
-        ${vec} acc = (${vec})(b0);
+        ${vec()} acc = (${vec()})(b0);
         for (int j = 0; j < CLC_CO; ++j) {
             __global const clc_real* restrict dyj = dyg + (clc_idx)j * CLC_OP;
             __global const clc_real* restrict wj = wg + j * CLC_KV;
@@ -140,7 +156,7 @@ __kernel void clc_dw_rows_backward_data(__global const clc_real* restrict dy_bas
             if (ok${r}) {
                 __global const clc_real* p = dyj + dyo${r} + ${o} + CLC_PW;
 % for kw in range(KW):
-                acc = fma(${load(f"p - {kw * DW}", 1)}, (${vec})(wj[${r * KW + kw}]), acc);
+                acc = fma(${load(f"p - {kw * DW}", 1)}, (${vec()})(wj[${r * KW + kw}]), acc);
 % endfor
             }
 % endfor
@@ -148,7 +164,7 @@ __kernel void clc_dw_rows_backward_data(__global const clc_real* restrict dy_bas
         vstore${VN}(acc, 0, dxr + ${o});
 </%def>
 ${vector_columns(data_vector)}
-% for a, e in edge_ranges:
+% for a, e in columns.edge_ranges:
     for (int i = ${a}; i < ${e}; ++i) {
         clc_real acc = b0;
         for (int j = 0; j < CLC_CO; ++j) {
@@ -167,10 +183,14 @@ ${vector_columns(data_vector)}
     }
 % endfor
 }
-
-% elif kernel == "backward_weight":
+</%def>\
+##
+<%def name="clc_dw_rows_backward_weight()">
 <%
-    KV = KD * KH * KW
+    KW, SW, DW = geom.kernel[2], geom.stride[2], geom.dilation[2]
+    VN = columns.vn
+    krows = prelude.attr.kernel_rows(geom)
+    KV = geom.kernel_volume
     taps = [(r * KW + kw, r, kw) for r, kd, kh in krows for kw in range(KW)]
     rows_total = geom.batch * geom.out_size[0] * geom.out_size[1]
     chunk = -(-rows_total // slices)
@@ -190,15 +210,15 @@ __kernel void clc_dw_rows_backward_weight(__global const clc_real* restrict x_ba
     const clc_idx end = min(begin + ${chunk}, (clc_idx)${rows_total});
 % if VN:
 % for t, r, kw in taps:
-    ${vec} acc${t} = (${vec})(0);
+    ${vec()} acc${t} = (${vec()})(0);
 % endfor
 % endif
 % for t, r, kw in taps:
     clc_real sum${t} = (clc_real)0;
 % endfor
-% if tail:
+% if has_tail(columns):
     /* the tail vector's lanes that repeat columns of the vectors before it add nothing */
-    const ${mask_vec} repeated = (${mask_vec})(${", ".join("-1" if i < columns.tail_overlap else "0" for i in range(VN))});
+    const ${prelude.mask_type(real, VN)} repeated = (${prelude.mask_type(real, VN)})(${", ".join("-1" if i < columns.tail_overlap else "0" for i in range(VN))});
 % endif
 
     for (clc_idx rr = begin; rr < end; ++rr) {
@@ -215,9 +235,9 @@ __kernel void clc_dw_rows_backward_weight(__global const clc_real* restrict x_ba
 % endfor
 <%def name="weight_vector(o, is_tail)">
 % if is_tail:
-        const ${vec} d = select(vload${VN}(0, dyr + ${o}), (${vec})(0), repeated);
+        const ${vec()} d = select(vload${VN}(0, dyr + ${o}), (${vec()})(0), repeated);
 % else:
-        const ${vec} d = vload${VN}(0, dyr + ${o});
+        const ${vec()} d = vload${VN}(0, dyr + ${o});
 % endif
 % for r, kd, kh in krows:
         if (ok${r}) {
@@ -229,7 +249,7 @@ __kernel void clc_dw_rows_backward_weight(__global const clc_real* restrict x_ba
 % endfor
 </%def>
 ${vector_columns(weight_vector)}
-% for a, e in edge_ranges:
+% for a, e in columns.edge_ranges:
         for (int o = ${a}; o < ${e}; ++o) {
             const clc_real d = dyr[o];
 % for r, kd, kh in krows:
@@ -263,4 +283,4 @@ ${vector_columns(weight_vector)}
 % endif
 % endfor
 }
-% endif
+</%def>\

@@ -1,16 +1,18 @@
 ## Column-buffer kernels for the explicit im2col / col2im algorithms.
+## Entry points:
 ##   clc_im2col  col[g][(ci, tap)][(b, po)] = padded input under tap of output pixel po
 ##   clc_col2im  dx[b][g*CI + ci][pi] = sum over taps of col[g][(ci, tap)][(b, po)] where po reads pi
 ##               (a gather: each dx element is written by exactly one work-item, no atomics)
-## Parameters: geom, real, index, kernel ("im2col" | "col2im"), chunk_batch (images per launch),
-## bias (col2im only: the transposed convolution's bias).
+## Parameters: geom, real, index, entries, chunk_batch (images per launch); bias (clc_col2im only:
+## the transposed convolution's bias).
 <%namespace name="prelude" file="prelude.mako"/>
 ${prelude.header(geom, real, index)}
 #define CLC_NB ${chunk_batch}
 #define CLC_COLS ((clc_idx)CLC_NB * CLC_OP)     /* columns of one group's buffer */
 #define CLC_ROWS ((clc_idx)CLC_CI * CLC_KV)     /* rows of one group's buffer */
-
-% if kernel == "im2col":
+${prelude.entry_points(self, entries)}\
+##
+<%def name="clc_im2col()">
 /* global: (NB*OP rounded up, G*CI*KV); `chunk` is the first image of this launch. */
 __kernel void clc_im2col(__global const clc_real* restrict x_base, const long x_off,
                          __global clc_real* restrict col, const int chunk)
@@ -32,8 +34,9 @@ __kernel void clc_im2col(__global const clc_real* restrict x_base, const long x_
         value = x_base[x_off + (b * CLC_CIN + g * CLC_CI + ci) * CLC_IP + CLC_IN_OFFSET(id, ih, iw)];
     col[row * CLC_COLS + n] = value;
 }
-
-% elif kernel == "col2im":
+</%def>\
+##
+<%def name="clc_col2im()">
 /* global: (IP rounded up, NB*CIN). */
 __kernel void clc_col2im(__global const clc_real* restrict col,
                          __global const clc_real* restrict bias_base, const long bias_off,
@@ -68,4 +71,4 @@ __kernel void clc_col2im(__global const clc_real* restrict col,
 % endif
     dx_base[dx_off + ((chunk + b_local) * CLC_CIN + channel) * CLC_IP + pi] = acc;
 }
-% endif
+</%def>\

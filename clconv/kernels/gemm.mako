@@ -11,15 +11,28 @@
 ## of the K loop.  Bounds checks on M, N and K are only emitted where the tile does not divide the
 ## matrix.  The operand views decide what A, B and C are (operands.mako).
 ##
-## Parameters (all baked in): geom, real, index, M, N, K, TM, TN, TK, WM, WN, VW (vector width of
-## the register blocks: 1, 2 or 4, dividing WM and WN), PIPE (1: the next step's global loads are
-## issued before the current step's arithmetic, as GPUs want; 0: load, then compute, which suits
-## PoCL, where registers live across a barrier are spilled per work-item), KSPLIT (contraction length of
-## one split piece; K when unsplit), a_view/b_view/c_view and their dicts a/b/c, a_kfast/b_nfast
-## (which index of the operand is contiguous in memory, for coalesced tile loads).
+## Entry point: clc_gemm.
+## Parameters (all baked in): geom, real, index, entries, M, N, K, TM, TN, TK, WM, WN, VW (vector
+## width of the register blocks: 1, 2 or 4, dividing WM and WN), PIPE (1: the next step's global
+## loads are issued before the current step's arithmetic, as GPUs want; 0: load, then compute, which
+## suits PoCL, where registers live across a barrier are spilled per work-item), KSPLIT (contraction
+## length of one split piece; K when unsplit), a_view/b_view/c_view and their dicts a/b/c,
+## a_kfast/b_nfast (which index of the operand is contiguous in memory, for coalesced tile loads),
+## LPAD (elements of padding per local-memory tile row: the caller sizes local memory with it, so
+## it chooses it), itemsize (bytes of one `real`: the local tiles are aligned to itemsize * VW).
 <%namespace name="prelude" file="prelude.mako"/>
 <%namespace name="views" file="operands.mako"/>
 ${prelude.header(geom, real, index)}
+${getattr(views, a_view)(a)}
+${getattr(views, b_view)(b)}
+${getattr(views, c_view)(c)}
+
+#define CLC_M ((clc_idx)${M})
+#define CLC_NN ((clc_idx)${N})
+#define CLC_K ((clc_idx)${K})
+${prelude.entry_points(self, entries)}\
+##
+<%def name="clc_gemm()">
 <%
     RTM = TM // WM   # work-items along m
     RTN = TN // WN   # work-items along n
@@ -31,39 +44,28 @@ ${prelude.header(geom, real, index)}
     CHECK_M = M % TM != 0
     CHECK_N = N % TN != 0
     CHECK_K = (K % TK != 0) or (KSPLIT % TK != 0)
-    PAD = 1 if VW == 1 else VW   # keeps rows VW-aligned for vector loads; spreads k-fast stores over banks
-    A_STRIDE = TM + PAD
-    B_STRIDE = TN + PAD
+    A_STRIDE = TM + LPAD
+    B_STRIDE = TN + LPAD
     vec = real if VW == 1 else f"{real}{VW}"
-    itemsize = 8 if real == "double" else 4
     comps = "0123456789abcdef"
     UNROLL = "#pragma unroll" if PIPE else ""
-    P = dict(UNROLL=UNROLL, TM=TM, TN=TN, TK=TK, THREADS=THREADS, A_LOADS=A_LOADS, B_LOADS=B_LOADS, A_EXACT=A_EXACT,
-             B_EXACT=B_EXACT, CHECK_M=CHECK_M, CHECK_N=CHECK_N, CHECK_K=CHECK_K, a_kfast=a_kfast, b_nfast=b_nfast)
 %>
-${getattr(views, a_view)(a)}
-${getattr(views, b_view)(b)}
-${getattr(views, c_view)(c)}
-
-#define CLC_M ((clc_idx)${M})
-#define CLC_NN ((clc_idx)${N})
-#define CLC_K ((clc_idx)${K})
-<%def name="fetch(kstart, P)">
-        /* global -> registers: A ${P["TM"]}x${P["TK"]} and B ${P["TK"]}x${P["TN"]} tiles starting at k = ${kstart} */
-        ${P["UNROLL"]}
-        for (int i = 0; i < ${P["A_LOADS"]}; ++i) {
-            const int t = lid + i * ${P["THREADS"]};
-% if P["a_kfast"]:
-            const int kk = t % ${P["TK"]}, mm = t / ${P["TK"]};
+<%def name="fetch(kstart)">
+        /* global -> registers: A ${TM}x${TK} and B ${TK}x${TN} tiles starting at k = ${kstart} */
+        ${UNROLL}
+        for (int i = 0; i < ${A_LOADS}; ++i) {
+            const int t = lid + i * ${THREADS};
+% if a_kfast:
+            const int kk = t % ${TK}, mm = t / ${TK};
 % else:
-            const int mm = t % ${P["TM"]}, kk = t / ${P["TM"]};
+            const int mm = t % ${TM}, kk = t / ${TM};
 % endif
             const clc_idx m = m0 + mm, k = ${kstart} + kk;
 <%
     conds = []
-    if not P["A_EXACT"]: conds.append("t < %d" % (P["TM"] * P["TK"]))
-    if P["CHECK_M"]: conds.append("m < CLC_M")
-    if P["CHECK_K"]: conds.append("k < k_end")
+    if not A_EXACT: conds.append("t < %d" % (TM * TK))
+    if CHECK_M: conds.append("m < CLC_M")
+    if CHECK_K: conds.append("k < k_end")
 %>
 % if conds:
             a_next[i] = (${" && ".join(conds)}) ? clc_load_a(a, g, m, k, chunk) : (clc_real)0;
@@ -71,20 +73,20 @@ ${getattr(views, c_view)(c)}
             a_next[i] = clc_load_a(a, g, m, k, chunk);
 % endif
         }
-        ${P["UNROLL"]}
-        for (int i = 0; i < ${P["B_LOADS"]}; ++i) {
-            const int t = lid + i * ${P["THREADS"]};
-% if P["b_nfast"]:
-            const int nn = t % ${P["TN"]}, kk = t / ${P["TN"]};
+        ${UNROLL}
+        for (int i = 0; i < ${B_LOADS}; ++i) {
+            const int t = lid + i * ${THREADS};
+% if b_nfast:
+            const int nn = t % ${TN}, kk = t / ${TN};
 % else:
-            const int kk = t % ${P["TK"]}, nn = t / ${P["TK"]};
+            const int kk = t % ${TK}, nn = t / ${TK};
 % endif
             const clc_idx n = n0 + nn, k = ${kstart} + kk;
 <%
     conds = []
-    if not P["B_EXACT"]: conds.append("t < %d" % (P["TN"] * P["TK"]))
-    if P["CHECK_N"]: conds.append("n < CLC_NN")
-    if P["CHECK_K"]: conds.append("k < k_end")
+    if not B_EXACT: conds.append("t < %d" % (TN * TK))
+    if CHECK_N: conds.append("n < CLC_NN")
+    if CHECK_K: conds.append("k < k_end")
 %>
 % if conds:
             b_next[i] = (${" && ".join(conds)}) ? clc_load_b(b, g, k, n, chunk) : (clc_real)0;
@@ -115,7 +117,7 @@ void clc_gemm(__global const clc_real* restrict a_base, const long a_off,
     const clc_idx k_begin = split * ${KSPLIT};
     const clc_idx k_end = min(k_begin + ${KSPLIT}, CLC_K);
 
-    /* Rows padded by ${PAD}: the k-fast tile stores would otherwise hit one bank per row, and
+    /* Rows padded by ${LPAD}: the k-fast tile stores would otherwise hit one bank per row, and
        vector loads need rows that keep ${VW}-element alignment. */
     __local clc_real a_tile[${TK} * ${A_STRIDE}] __attribute__((aligned(${itemsize * VW})));
     __local clc_real b_tile[${TK} * ${B_STRIDE}] __attribute__((aligned(${itemsize * VW})));
@@ -129,11 +131,11 @@ void clc_gemm(__global const clc_real* restrict a_base, const long a_off,
 
     clc_real a_next[${A_LOADS}], b_next[${B_LOADS}];
 % if PIPE:
-${fetch("k_begin", P)}
+${fetch("k_begin")}
 % endif
     for (clc_idx k0 = k_begin; k0 < k_end; k0 += ${TK}) {
 % if not PIPE:
-${fetch("k0", P)}
+${fetch("k0")}
 % endif
         /* registers -> local memory */
         #pragma unroll
@@ -167,7 +169,7 @@ ${fetch("k0", P)}
         barrier(CLK_LOCAL_MEM_FENCE);
 % if PIPE:
         if (k0 + ${TK} < k_end) {
-${fetch("(k0 + " + str(TK) + ")", P)}
+${fetch("(k0 + " + str(TK) + ")")}
         }
 % endif
         #pragma unroll
@@ -223,3 +225,4 @@ ${fetch("(k0 + " + str(TK) + ")", P)}
         }
     }
 }
+</%def>\

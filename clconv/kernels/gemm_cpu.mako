@@ -10,10 +10,14 @@
 ## views without a row form (the implicit im2col), assemble the vector lane by lane from the
 ## operand view.  C is stored the same way: one vstore when the run lies inside one row of C.
 ##
-## Parameters (all baked in): geom, real, index, M, N, K, KSPLIT, a_view/b_view/c_view and their
-## dicts a/b/c (operands.mako), WM (rows per work-item), VN (columns per work-item: 4, 8 or 16),
-## LM (work-items per work-group, along M), b_row (Python's decision that this view/geometry has
-## a row form), RUN (columns of N that are contiguous in B: N, or one image's pixels), A_PACKED.
+## Entry points:
+##   clc_gemm    the GEMM (reading A packed when A_PACKED)
+##   clc_pack_a  A's packed copy, asked for (and launched first) only when A_PACKED
+## Parameters (all baked in): geom, real, index, entries, M, N, K, a_view/b_view/c_view and their
+## dicts a/b/c (operands.mako), WM (rows per work-item); for clc_gemm also KSPLIT (contraction
+## length of one split piece; K when unsplit), VN (columns per work-item: 4, 8 or 16), LM
+## (work-items per work-group, along M), b_row (Python's decision that this view/geometry has a row
+## form), RUN (columns of N that are contiguous in B: N, or one image's pixels), A_PACKED.
 ##
 ## A_PACKED (weights as A): clc_pack_a first copies A into Ap[g][m block][k][WM], so that the WM
 ## values one k step broadcasts are one cache line and consecutive k steps are consecutive lines.
@@ -24,23 +28,6 @@
 <%namespace name="prelude" file="prelude.mako"/>
 <%namespace name="views" file="operands.mako"/>
 ${prelude.header(geom, real, index)}
-<%
-    vec = f"{real}{VN}"
-    comps = "0123456789abcdef"
-    CHECK_M = M % WM != 0
-    # address of B(k_begin, n) (format with n=) and the step per k, for views contiguous along N (b_row)
-    B_ROW = {
-        "b_columns": ("b + (g * CLC_K + k_begin) * CLC_NN + {n}", "CLC_NN"),
-        "b_input_pointwise": ("b + ((chunk + {n} / CLC_OP) * CLC_CIN + g * CLC_CI + k_begin) * CLC_IP + {n} % CLC_OP",
-                              "CLC_IP"),
-        "b_grad_output_cols": ("b + ((chunk + {n} / CLC_OP) * CLC_COUT + g * CLC_CO + k_begin) * CLC_OP + {n} % CLC_OP",
-                               "CLC_OP"),
-        "b_grad_output_gather": ("b + ((chunk + {n} / CLC_IP) * CLC_COUT + g * CLC_CO + k_begin) * CLC_OP + {n} % CLC_IP",
-                                 "CLC_OP"),
-    }.get(b_view) if b_row else None
-    ivec = f"{'long' if real == 'double' else 'int'}{VN}"
-    lanes = f"({ivec})(" + ", ".join(str(v) for v in range(VN)) + ")"
-%>
 ${getattr(views, a_view)(a)}
 ${getattr(views, b_view)(b)}
 ${getattr(views, c_view)(c)}
@@ -49,8 +36,9 @@ ${getattr(views, c_view)(c)}
 #define CLC_NN ((clc_idx)${N})
 #define CLC_K ((clc_idx)${K})
 #define CLC_MB ${-(-M // WM)}  /* blocks of WM rows */
-% if A_PACKED:
-
+${prelude.entry_points(self, entries)}\
+##
+<%def name="clc_pack_a()">
 /* global: (K, MB, G).  Ap[g][mb][k][i] = A(mb * WM + i, k); rows past M repeat row M-1 (their
    sums are never stored), so the GEMM reads whole blocks without tests. */
 __kernel void clc_pack_a(__global const clc_real* restrict a_base, const long a_off,
@@ -63,7 +51,25 @@ __kernel void clc_pack_a(__global const clc_real* restrict a_base, const long a_
     dst[${i}] = clc_load_a(a, g, min(mb * ${WM} + ${i}, CLC_M - 1), k, 0);
 % endfor
 }
-% endif
+</%def>\
+##
+<%def name="clc_gemm()">
+<%
+    vec = f"{real}{VN}"
+    ivec = capture(prelude.mask_type, real, VN)
+    comps = "0123456789abcdef"
+    CHECK_M = M % WM != 0
+    # address of B(k_begin, n) (format with n=) and the step per k, for views contiguous along N (b_row)
+    B_ROW = {
+        "b_columns": ("b + (g * CLC_K + k_begin) * CLC_NN + {n}", "CLC_NN"),
+        "b_input_pointwise": ("b + ((chunk + {n} / CLC_OP) * CLC_CIN + g * CLC_CI + k_begin) * CLC_IP + {n} % CLC_OP",
+                              "CLC_IP"),
+        "b_grad_output_cols": ("b + ((chunk + {n} / CLC_OP) * CLC_COUT + g * CLC_CO + k_begin) * CLC_OP + {n} % CLC_OP",
+                               "CLC_OP"),
+        "b_grad_output_gather": ("b + ((chunk + {n} / CLC_IP) * CLC_COUT + g * CLC_CO + k_begin) * CLC_OP + {n} % CLC_IP",
+                                 "CLC_OP"),
+    }.get(b_view) if b_row else None
+%>
 <%def name="packed_walk()">\
 % if A_PACKED:
 __global const clc_real* apk = ap + k_begin * ${WM};  /* a pointer walk: measured faster than ap[k * WM + i] */
@@ -154,7 +160,7 @@ ${fmas()}
            inside the tensor: the first runs on into this image's next row, the second starts
            in the previous one. */
         const int split = ${RUN} - (int)(nv % ${RUN});
-        const ${ivec} first = ${lanes} < (${ivec})split;
+        const ${ivec} first = (${ivec})(${", ".join(str(v) for v in range(VN))}) < (${ivec})split;
         __global const clc_real* bp = ${B_ROW[0].format(n="nv")};
         __global const clc_real* bq = ${B_ROW[0].format(n="(nv + split)")} - split;
         ${packed_walk()}for (clc_idx k = k_begin; k < k_end; ++k, bp += ${B_ROW[1]}, bq += ${B_ROW[1]}${packed_step()}) {
@@ -212,3 +218,4 @@ ${fmas()}
     }
 % endfor
 }
+</%def>\

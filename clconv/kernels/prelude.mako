@@ -1,6 +1,18 @@
 ## Shared prelude: scalar and index types, and the canonical convolution's geometry as constants.
-## Every kernel family includes it with <%namespace name="prelude" file="prelude.mako"/> and emits
-## ${prelude.header(geom, real, index)} first.  All generated identifiers carry the clc_/CLC_ prefix.
+## Every kernel family includes it with <%namespace name="prelude" file="prelude.mako"/>, emits
+## ${prelude.header(geom, real, index)} first, then ${prelude.entry_points(self, entries)}: the
+## family's kernels the caller asked for.  All generated identifiers carry the clc_/CLC_ prefix.
+## The body's text after that call is output too, so a family's defs there each end with
+## `</%def>\` and are set apart by `##` lines rather than blank ones (no blank lines trail the source).
+## Facts several families use are stated here once: module-level functions of the parameters
+## (prelude.attr.<name>, numbers and tuples only) and defs that write C text.
+<%!
+    def kernel_rows(geom):
+        """The kernel's rows as (r, kd, kh), r = kd * KH + kh numbering them: code unrolled over
+        (kd, kh) decides each row's validity and input line once, then runs along the width."""
+        KD, KH = geom.kernel[0], geom.kernel[1]
+        return tuple((kd * KH + kh, kd, kh) for kd in range(KD) for kh in range(KH))
+%>
 <%def name="header(geom, real, index)">
 % if real == "double":
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
@@ -70,3 +82,17 @@ inline int clc_source_index(int i, int pad, int k, int dil, int stride, int out_
     return o < out_size ? o : -1;
 }
 </%def>
+
+## The kernel entry points named in `entries`, in that order: each a def of namespace `ns` (the
+## family's `self`) named as the __kernel function it writes, its text set off by one blank line
+## whatever blank lines the def's own layout leaves around it.  Called through the namespace, a def
+## sees the render arguments but not the locals of the template's body.
+<%def name="entry_points(ns, entries)">\
+% for entry in entries:
+
+${capture(getattr(ns, entry)).strip("\n")}
+% endfor
+</%def>
+
+## The integer type as wide as clc_real, with `lanes` lanes: the mask type of select() on clc_real vectors.
+<%def name="mask_type(real, lanes)">${'long' if real == 'double' else 'int'}${lanes}</%def>

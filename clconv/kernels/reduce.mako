@@ -1,11 +1,14 @@
 ## Small deterministic reductions (no float atomics: every sum has one fixed order).
+## Entry points:
 ##   clc_splitk_sum  out[e] = sum over s of partial[s][e]      (the second kernel of split-K)
 ##   clc_bias_grad   db[c] = sum over batch and space of dy[b][c][p]  (one work-group per channel)
-## Parameters: geom, real, index, kernel, and: splits, elements (splitk_sum); wg (bias_grad).
+## Parameters: geom, real, index, entries; splits, elements (clc_splitk_sum); wg, the work-group
+## size (clc_bias_grad).
 <%namespace name="prelude" file="prelude.mako"/>
 ${prelude.header(geom, real, index)}
-
-% if kernel == "splitk_sum":
+${prelude.entry_points(self, entries)}\
+##
+<%def name="clc_splitk_sum()">
 __kernel void clc_splitk_sum(__global const clc_real* restrict partial,
                              __global clc_real* restrict out_base, const long out_off)
 {
@@ -16,8 +19,9 @@ __kernel void clc_splitk_sum(__global const clc_real* restrict partial,
         acc += partial[(clc_idx)s * ${elements} + e];
     out_base[out_off + e] = acc;
 }
-
-% elif kernel == "bias_grad":
+</%def>\
+##
+<%def name="clc_bias_grad()">
 __kernel __attribute__((reqd_work_group_size(${wg}, 1, 1)))
 void clc_bias_grad(__global const clc_real* restrict dy_base, const long dy_off,
                    __global clc_real* restrict db_base, const long db_off)
@@ -39,4 +43,4 @@ void clc_bias_grad(__global const clc_real* restrict dy_base, const long dy_off,
     }
     if (lid == 0) db_base[db_off + channel] = partial[0];
 }
-% endif
+</%def>\

@@ -1,0 +1,58 @@
+"""Implicit GEMM: every pass as one tiled GEMM whose tile loads do the im2col / col2im addressing,
+so no column buffer is written (kernels/gemm.mako's operand views); ``gemm1x1`` is the same GEMM
+for 1x1 kernels, where the input is the B matrix itself."""
+
+from __future__ import annotations
+
+from ..plan import Plan, Problem
+from .base import Algorithm
+from .gemm import (
+    GemmShape, backward_data_shape, forward_shape, gemm_calls, gemm_tiles, tile_config, vector_first, weight_shape,
+)
+
+# The GEMM's operands by pass: (A, B, C, bias)
+GEMM_ROLES = {"forward": ("w", "x", "y", "bias"), "backward_data": ("w", "dy", "dx", "bias"),
+              "backward_weight": ("dy", "x", "dw", None)}
+
+
+class ImplicitGemm(Algorithm):
+    name = "implicit_gemm"
+    passes = ("forward", "backward_data", "backward_weight")
+    description = "tiled GEMM whose tile loads do the im2col/col2im addressing: no column buffer"
+
+    def _shape(self, problem: Problem) -> GemmShape:
+        g = problem.geometry
+        if problem.pass_ == "forward":
+            return forward_shape(g, "b_input_unfold", problem.bias)
+        if problem.pass_ == "backward_data":
+            return backward_data_shape(g, problem.bias)
+        return weight_shape(g, "b_input_unfold_t")
+
+    def configs(self, problem, device):
+        shape = self._shape(problem)
+        return gemm_tiles(shape.M, shape.N, device, problem.itemsize, groups=problem.geometry.groups,
+                          vector_first=vector_first(problem, shape))
+
+    def plan(self, problem, config, device):
+        calls, workspaces = gemm_calls(problem, self._shape(problem), tile_config(config), problem.index_type(),
+                                       *GEMM_ROLES[problem.pass_])
+        return Plan(problem, self.name, config, tuple(calls), workspaces)
+
+
+class Gemm1x1(ImplicitGemm):
+    name = "gemm1x1"
+    description = "1x1 convolution (strided too) as one GEMM reading the input in place"
+
+    def decline_reason(self, problem, device):
+        reason = super().decline_reason(problem, device)
+        if reason is None and not problem.geometry.is_pointwise:
+            reason = "it serves only 1x1 kernels without padding"
+        return reason
+
+    def _shape(self, problem):
+        g = problem.geometry
+        if problem.pass_ == "forward":
+            return forward_shape(g, "b_input_pointwise", problem.bias)
+        if problem.pass_ == "backward_data":
+            return backward_data_shape(g, problem.bias)  # the gather view with one tap
+        return weight_shape(g, "b_input_pointwise_t")

@@ -1,0 +1,27 @@
+"""The reductions other plans end with (kernels/reduce.mako): the fixed-order sum of split
+partials, and the bias gradient (not an algorithm of a pass: convolution_backward's third result)."""
+
+from __future__ import annotations
+
+import pyopencl as cl
+
+from ..plan import Arg, KernelCall, Plan, Problem, rounded
+from .base import call, pow2_at_most, source
+
+
+def splitk_sum(problem: Problem, index: str, splits: int, elements: int, result: str | None = None) -> KernelCall:
+    """result[e] = sum over s of partial[s][e], s in order (deterministic): the second kernel of
+    every plan that cuts a contraction into ``splits`` pieces (workspace ``partial``)."""
+    src = source("reduce.mako", problem, index, splits=splits, elements=elements)
+    return call(src, "clc_splitk_sum", (rounded(elements, 64),), None,
+                Arg("partial", with_offset=False), Arg(result or problem.spec.result))
+
+
+def bias_gradient_plan(problem: Problem, device: cl.Device) -> Plan:
+    """db[c] = sum of dy over batch and space: ``problem.geometry`` is a geometry whose *output* dy
+    is (ops passes a 1x1 identity geometry), one work-group per channel with a tree reduction."""
+    wg = pow2_at_most(min(device.max_work_group_size, 256))
+    g = problem.geometry
+    src = source("reduce.mako", problem, wg=wg)
+    return Plan(problem, "bias_grad", {"wg": wg},
+                (call(src, "clc_bias_grad", (wg, g.out_channels), (wg, 1), Arg("dy"), Arg("db")),))

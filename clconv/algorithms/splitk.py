@@ -1,0 +1,69 @@
+"""Split-K weight gradient: the batch x pixel contraction cut into equal pieces, each a GEMM into
+its own partial result, then summed in a fixed order by a second kernel (deterministic).  Made for
+weight gradients, whose GEMM is small (C_out x C_in*taps) with a long contraction: without a split
+it runs a handful of work-groups."""
+
+from __future__ import annotations
+
+from .. import settings
+from ..plan import Plan, Problem
+from .base import Algorithm
+from .gemm import gemm_calls, gemm_tiles, tile_config, tile_extent, vector_first, weight_shape
+from .reduce import splitk_sum
+
+
+class SplitK(Algorithm):
+    name = "splitk"
+    passes = ("backward_weight",)
+    description = ("weight gradient with the batch x pixel contraction cut into equal pieces, "
+                   "summed by a second kernel in a fixed order")
+    MIN_PIECE = 256  # contraction per piece below which the extra partial traffic does not pay
+
+    def splits_for(self, problem: Problem, device, tile: dict) -> list[int]:
+        g = problem.geometry
+        K = g.batch * g.out_pixels
+        shape = weight_shape(g, "b_input_unfold_t")
+        tm, tn, tk = tile_extent(tile)
+        tiles = -(-shape.M // tm) * -(-shape.N // tn) * g.groups
+        target = 4 * device.max_compute_units  # enough work-groups to fill the device, with slack
+        limit = settings.workspace_limit(device)
+        out = []
+        for s in range(2, 257):
+            # pieces divide the contraction evenly, in whole TK steps, and are long enough to pay
+            if K % s or (K // s) % tk or K // s < self.MIN_PIECE:
+                continue
+            if s * g.groups * shape.M * shape.N * problem.itemsize > limit:
+                continue
+            out.append(s)
+        out.sort(key=lambda s: abs(tiles * s - target))
+        return out
+
+    def decline_reason(self, problem, device):
+        reason = super().decline_reason(problem, device)
+        if reason is None and not any(self.splits_for(problem, device, t) for t in self.configs(problem, device)):
+            g = problem.geometry
+            reason = (f"the contraction (batch x output pixels = {g.batch * g.out_pixels}) has no even cut "
+                      f"into pieces of at least {self.MIN_PIECE} whose partials fit the workspace limit")
+        return reason
+
+    def configs(self, problem, device):
+        shape = weight_shape(problem.geometry, "b_input_unfold_t")
+        # The split supplies the parallelism, so rank tiles by edge waste and reuse alone (a huge
+        # group count switches off gemm_tiles' fill-the-device term); then the best split per tile.
+        out = []
+        for tile in gemm_tiles(shape.M, shape.N, device, problem.itemsize, groups=1 << 20,
+                               vector_first=vector_first(problem, shape)):
+            splits = self.splits_for(problem, device, tile)
+            if splits:
+                out.append({**tile, "splits": splits[0]})
+        return out
+
+    def plan(self, problem, config, device):
+        g = problem.geometry
+        splits = config["splits"]
+        shape = weight_shape(g, "b_input_unfold_t", ksplit=g.batch * g.out_pixels // splits)
+        elements = g.groups * shape.M * shape.N
+        index = problem.index_type(elements * splits)
+        calls, workspaces = gemm_calls(problem, shape, tile_config(config), index, "dy", "x", "partial")
+        return Plan(problem, self.name, config, (*calls, splitk_sum(problem, index, splits, elements)),
+                    {"partial": splits * elements * problem.itemsize, **workspaces})

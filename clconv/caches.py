@@ -1,0 +1,110 @@
+"""The in-memory caches of clconv, each with one owner module, all dropped by :func:`clear_caches`.
+
+Every cache is a :class:`Cache`: bounded (least recently used entries go first), thread-safe, and
+registered here by name.  Keys hold the OpenCL objects themselves (contexts, devices, queues,
+programs), never their ``int_ptr``: a key keeps its object alive, so its handle cannot be reused
+by a new object while the entry exists.
+
+================= ================= ==============================================================
+cache             owner             maps
+================= ================= ==============================================================
+calls             ops               a call's static part (pass, geometry, dtype, queue, algorithm)
+                                    -> its checked problem and result shape
+choices           planner           (problem, queue, algorithm, settings, tuning generation) -> Runner
+runners           planner           (problem, algorithm, config, queue, settings) -> Runner
+programs          builder           (context, device, source hash, options) -> built program
+resolutions       geometry          a resolver's arguments -> Resolved geometry
+layouts           tensors           (shape, dtype) -> an Array's strides and size
+templates         templates         (search path, module dir) -> Mako TemplateLookup
+profiling_queues  runtime           (context, device) -> a profiling queue (tuning's timings)
+workspaces        runtime           in-order queue -> its kept workspace buffers
+tuning            tuning            (device key, problem key) -> database entry read or stored
+================= ================= ==============================================================
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from typing import Any, Callable, Generic, Hashable, TypeVar
+
+V = TypeVar("V")
+
+_registry: dict[str, "Cache[Any]"] = {}
+
+
+class Cache(Generic[V]):
+    """A named, bounded, thread-safe mapping; ``get`` moves a hit to the recent end."""
+
+    def __init__(self, name: str, maxsize: int, on_clear: Callable[[], None] | None = None):
+        if name in _registry:
+            raise RuntimeError(f"a cache named {name!r} already exists")
+        self.name = name
+        self.maxsize = maxsize
+        self._data: "OrderedDict[Hashable, V]" = OrderedDict()
+        self._lock = threading.Lock()
+        self._on_clear = on_clear
+        _registry[name] = self
+
+    def get(self, key: Hashable) -> V | None:
+        data = self._data
+        value = data.get(key)
+        if value is not None:
+            try:
+                data.move_to_end(key)
+            except KeyError:  # dropped by another thread meanwhile: still a valid value to use
+                pass
+        return value
+
+    def put(self, key: Hashable, value: V) -> V:
+        with self._lock:
+            self._data[key] = value
+            self._data.move_to_end(key)
+            while len(self._data) > self.maxsize:
+                self._data.popitem(last=False)
+        return value
+
+    def setdefault(self, key: Hashable, make: Callable[[], V]) -> V:
+        """The value of ``key``, made (outside the lock) and stored if missing."""
+        value = self.get(key)
+        if value is None:
+            value = make()
+            with self._lock:
+                existing = self._data.get(key)
+                if existing is not None:
+                    return existing
+            self.put(key, value)
+        return value
+
+    def pop(self, key: Hashable) -> V | None:
+        with self._lock:
+            return self._data.pop(key, None)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._data.clear()
+        if self._on_clear is not None:
+            self._on_clear()
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __contains__(self, key: Hashable) -> bool:
+        return key in self._data
+
+    def keys(self) -> list[Hashable]:
+        with self._lock:
+            return list(self._data)
+
+
+def clear_caches() -> None:
+    """Drop every in-memory cache: built programs, plans, remembered choices, workspaces, the
+    in-process copy of the tuning database.  The disk cache stays (``clconv cache clear`` empties
+    it); the next call chooses, renders and loads again."""
+    for cache in list(_registry.values()):
+        cache.clear()
+
+
+def sizes() -> dict[str, int]:
+    """Entries held by each cache, by name (for `clconv info` and tests)."""
+    return {name: len(cache) for name, cache in _registry.items()}

@@ -1,0 +1,90 @@
+"""Every ``CLCONV_*`` environment variable clconv reads, read here and nowhere else.
+
+Variables are read when they are used, not once at import, so a change mid-process takes effect
+(the planner's memo of choices keys on :func:`fingerprint`).  docs/environment.md describes each.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pyopencl as cl
+
+# name -> what it does (shown by `clconv info` and kept in step with docs/environment.md)
+VARIABLES = {
+    "CLCONV_DEVICE": "the default device: 'P:D' (platform and device index) or a name substring",
+    "PYOPENCL_CTX": "pyopencl's device selector, used when CLCONV_DEVICE is unset",
+    "CLCONV_CACHE_DIR": "where built programs, the tuning database and compiled templates are kept",
+    "CLCONV_NO_CACHE": "1: keep built programs and tuning results in memory only",
+    "CLCONV_TUNE": "1: algorithm='auto' measures the candidates of a new problem; 0: heuristic order only",
+    "CLCONV_WORKSPACE_LIMIT": "bytes of temporary buffers one call may use",
+    "CLCONV_TEMPLATE_PATH": "directories searched for kernel templates before the built-in ones",
+}
+
+_TRUE = ("1", "true", "yes")
+_FALSE = ("0", "false", "no")
+
+
+def _get(name: str, default: str = "") -> str:
+    return os.environ.get(name, default)
+
+
+def device_selector() -> tuple[str, str] | None:
+    """``(variable, selector)`` of the first device variable set, else None."""
+    for name in ("CLCONV_DEVICE", "PYOPENCL_CTX"):
+        value = _get(name)
+        if value:
+            return name, value
+    return None
+
+
+def cache_dir() -> Path:
+    configured = _get("CLCONV_CACHE_DIR")
+    if configured:
+        return Path(configured).expanduser()
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("clconv", appauthor=False))
+
+
+def disk_cache_enabled() -> bool:
+    return _get("CLCONV_NO_CACHE").lower() not in _TRUE
+
+
+def tuning_enabled() -> bool:
+    """Measure candidates for ``algorithm='auto'`` unless ``CLCONV_TUNE=0``."""
+    return _get("CLCONV_TUNE", "1").lower() not in _FALSE
+
+
+def template_path() -> str:
+    """``CLCONV_TEMPLATE_PATH`` as set (``os.pathsep``-separated directories), or ''."""
+    return _get("CLCONV_TEMPLATE_PATH")
+
+
+def template_dirs() -> list[Path]:
+    return [Path(p).expanduser() for p in template_path().split(os.pathsep) if p]
+
+
+def workspace_limit(device: cl.Device) -> int:
+    """Bytes of temporary buffers one call may use: ``CLCONV_WORKSPACE_LIMIT``, else a quarter of
+    the device's memory, at most one allocation and 2 GiB."""
+    raw = _get("CLCONV_WORKSPACE_LIMIT")
+    if raw:
+        try:
+            return int(float(raw))
+        except ValueError:
+            raise ValueError(f"CLCONV_WORKSPACE_LIMIT must be a number of bytes, got {raw!r}") from None
+    return int(min(device.global_mem_size // 4, device.max_mem_alloc_size, 2**31))
+
+
+def fingerprint() -> tuple[str, str, str]:
+    """The variables a remembered choice depends on (tuning, workspace limit, template path): part
+    of the planner's memo key, read once per call (three dictionary reads)."""
+    get = os.environ.get
+    return (get("CLCONV_TUNE", ""), get("CLCONV_WORKSPACE_LIMIT", ""), get("CLCONV_TEMPLATE_PATH", ""))
+
+
+def shown() -> list[str]:
+    """``NAME='value'`` for every variable of :data:`VARIABLES` that is set."""
+    return [f"{name}={os.environ[name]!r}" for name in VARIABLES if name in os.environ]

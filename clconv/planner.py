@@ -124,15 +124,18 @@ def _cpu_heuristic_order(problem: Problem) -> list[str]:
 
 
 def candidates(problem: Problem, device: cl.Device) -> list[tuple[Algorithm, dict]]:
-    """(algorithm, config) pairs worth trying, in the heuristic's order, at most MAX_CANDIDATES."""
-    out = []
-    for name in heuristic_order(problem, device):
-        algorithm = REGISTRY[name]
-        if problem.pass_ not in algorithm.passes or algorithm.decline_reason(problem, device) is not None:
-            continue
-        for config in algorithm.configs(problem, device)[:MAX_CONFIGS_PER_ALGORITHM]:
-            out.append((algorithm, config))
-    return out[:MAX_CANDIDATES]
+    """(algorithm, config) pairs worth trying: the heuristic's order, at most MAX_CANDIDATES of them,
+    then the first configuration of every other registered algorithm that serves the problem (an
+    algorithm the heuristic does not name yet is still measured when tuning)."""
+    serving = [REGISTRY[name] for name in (*heuristic_order(problem, device), *REGISTRY)]
+    serving = [a for a in dict.fromkeys(serving)
+               if problem.pass_ in a.passes and a.decline_reason(problem, device) is None]
+    out = [(a, config) for a in serving for config in a.configs(problem, device)[:MAX_CONFIGS_PER_ALGORITHM]]
+    out = out[:MAX_CANDIDATES]
+    for algorithm in serving:
+        if all(chosen is not algorithm for chosen, _ in out):
+            out.append((algorithm, algorithm.configs(problem, device)[0]))
+    return out
 
 
 # -- preparing: plan -> sources -> kernels -> runner --------------------------------------------------

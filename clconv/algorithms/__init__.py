@@ -16,6 +16,7 @@ from .direct import Direct
 from .im2col import Im2col
 from .implicit_gemm import Gemm1x1, ImplicitGemm
 from .splitk import SplitK
+from .winograd import Winograd
 
 ALGORITHMS: tuple[type[Algorithm], ...] = (
     Direct,
@@ -25,6 +26,7 @@ ALGORITHMS: tuple[type[Algorithm], ...] = (
     SplitK,
     DepthwiseWgrad,
     DepthwiseRows,
+    Winograd,
 )
 
 REGISTRY: dict[str, Algorithm] = {cls.name: cls() for cls in ALGORITHMS}

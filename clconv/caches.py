@@ -25,26 +25,25 @@ tuning            tuning            (device key, problem key) -> database entry 
 from __future__ import annotations
 
 import threading
+import weakref
 from collections import OrderedDict
 from typing import Any, Callable, Generic, Hashable, TypeVar
 
 V = TypeVar("V")
 
-_registry: dict[str, "Cache[Any]"] = {}
+_registry: "weakref.WeakSet[Cache[Any]]" = weakref.WeakSet()  # every live cache (a test may make its own)
 
 
 class Cache(Generic[V]):
     """A named, bounded, thread-safe mapping; ``get`` moves a hit to the recent end."""
 
     def __init__(self, name: str, maxsize: int, on_clear: Callable[[], None] | None = None):
-        if name in _registry:
-            raise RuntimeError(f"a cache named {name!r} already exists")
         self.name = name
         self.maxsize = maxsize
         self._data: "OrderedDict[Hashable, V]" = OrderedDict()
         self._lock = threading.Lock()
         self._on_clear = on_clear
-        _registry[name] = self
+        _registry.add(self)
 
     def get(self, key: Hashable) -> V | None:
         data = self._data
@@ -101,10 +100,13 @@ def clear_caches() -> None:
     """Drop every in-memory cache: built programs, plans, remembered choices, workspaces, the
     in-process copy of the tuning database.  The disk cache stays (``clconv cache clear`` empties
     it); the next call chooses, renders and loads again."""
-    for cache in list(_registry.values()):
+    for cache in list(_registry):
         cache.clear()
 
 
 def sizes() -> dict[str, int]:
-    """Entries held by each cache, by name (for `clconv info` and tests)."""
-    return {name: len(cache) for name, cache in _registry.items()}
+    """Entries held by the caches of each name (for `clconv info` and tests)."""
+    out: dict[str, int] = {}
+    for cache in list(_registry):
+        out[cache.name] = out.get(cache.name, 0) + len(cache)
+    return dict(sorted(out.items()))

@@ -18,8 +18,10 @@
 ## suits PoCL, where registers live across a barrier are spilled per work-item), KSPLIT (contraction
 ## length of one split piece; K when unsplit), a_view/b_view/c_view and their dicts a/b/c,
 ## a_kfast/b_nfast (which index of the operand is contiguous in memory, for coalesced tile loads),
-## LPAD (elements of padding per local-memory tile row: the caller sizes local memory with it, so
-## it chooses it), itemsize (bytes of one `real`: the local tiles are aligned to itemsize * VW).
+## LPAD (elements of padding per local-memory tile row: it must keep rows VW-aligned for the
+## vector loads, a multiple of VW where VW > 1, and spreads the k-fast stores over banks; the caller
+## sizes local memory with it, so it chooses it), itemsize (bytes of one `real`: the local tiles are
+## aligned to itemsize * VW bytes).
 <%namespace name="prelude" file="prelude.mako"/>
 <%namespace name="views" file="operands.mako"/>
 ${prelude.header(geom, real, index)}

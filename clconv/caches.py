@@ -1,6 +1,6 @@
 """The in-memory caches of clconv, each with one owner module, all dropped by :func:`clear_caches`.
 
-Every cache is a :class:`Cache`: bounded (least recently used entries go first), thread-safe, and
+Every cache is a :class:`Cache`: bounded (the oldest entries go first), thread-safe, and
 registered here by name.  Keys hold the OpenCL objects themselves (contexts, devices, queues,
 programs), never their ``int_ptr``: a key keeps its object alive, so its handle cannot be reused
 by a new object while the entry exists.
@@ -35,7 +35,8 @@ _registry: "weakref.WeakSet[Cache[Any]]" = weakref.WeakSet()  # every live cache
 
 
 class Cache(Generic[V]):
-    """A named, bounded, thread-safe mapping; ``get`` moves a hit to the recent end."""
+    """A named, bounded, thread-safe mapping: past ``maxsize`` entries, the oldest stored goes first
+    (a lookup is a plain dictionary read: the host overhead of a cached call is a few of them)."""
 
     def __init__(self, name: str, maxsize: int, on_clear: Callable[[], None] | None = None):
         self.name = name
@@ -46,19 +47,11 @@ class Cache(Generic[V]):
         _registry.add(self)
 
     def get(self, key: Hashable) -> V | None:
-        data = self._data
-        value = data.get(key)
-        if value is not None:
-            try:
-                data.move_to_end(key)
-            except KeyError:  # dropped by another thread meanwhile: still a valid value to use
-                pass
-        return value
+        return self._data.get(key)
 
     def put(self, key: Hashable, value: V) -> V:
         with self._lock:
             self._data[key] = value
-            self._data.move_to_end(key)
             while len(self._data) > self.maxsize:
                 self._data.popitem(last=False)
         return value

@@ -50,6 +50,10 @@ class ConvGeometry:
     dilation: tuple[int, int, int]
     out_size: tuple[int, int, int] = field(init=False)
 
+    def __hash__(self) -> int:
+        # every cache key of a call holds its geometry: hash the fields once, not on every lookup
+        return self._hash  # type: ignore[no-any-return]
+
     def __post_init__(self) -> None:
         self._validate()
         out = tuple(
@@ -59,6 +63,7 @@ class ConvGeometry:
             )
         )
         object.__setattr__(self, "out_size", out)
+        object.__setattr__(self, "_hash", hash(tuple(getattr(self, f) for f in self.__dataclass_fields__)))
 
     @classmethod
     def make(cls, ndim: int, batch: int, groups: int, in_channels: int, out_channels: int,
@@ -394,11 +399,12 @@ def _frozen(value: Any) -> Any:
     if kind is int or kind is str or value is None:
         return value
     if kind is tuple:
-        if all(type(v) is int for v in value):
-            return value
-        return tuple(_frozen(v) for v in value)
+        for item in value:
+            if type(item) is not int:
+                return tuple([_frozen(item) for item in value])
+        return value
     if kind is list:
-        return (_TAG, list, tuple(_frozen(v) for v in value))
+        return (_TAG, list, tuple([_frozen(item) for item in value]))
     if kind is bool or kind is float:
         return (_TAG, kind, value)
     raise TypeError  # anything else (numpy integers, arrays, ...) is resolved afresh each time
@@ -409,7 +415,7 @@ def _memoized(resolver):
     lookup instead of the whole validation.  Errors are not remembered."""
     def wrapper(*args: Any, **kwargs: Any) -> "Resolved":
         try:
-            key = (resolver.__name__, _frozen(args), _frozen(tuple(sorted(kwargs.items()))))
+            key = (resolver.__name__, _frozen(args), _frozen(tuple(sorted(kwargs.items()))) if kwargs else None)
         except TypeError:
             return resolver(*args, **kwargs)
         hit = _resolutions.get(key)

@@ -29,7 +29,11 @@ class Problem:
     dtype: str  # one of STORAGE_DTYPES
     bias: bool = False
 
+    def __hash__(self) -> int:
+        return self._hash  # type: ignore[no-any-return]  # hashed once: every cache key of a call holds it
+
     def __post_init__(self) -> None:
+        object.__setattr__(self, "_hash", hash((self.geometry, self.pass_, self.dtype, self.bias)))
         if self.pass_ not in PASS_TABLE:
             raise ValueError(f"pass_ must be one of {tuple(PASS_TABLE)}, got {self.pass_!r}")
         if self.dtype not in STORAGE_DTYPES:

@@ -206,7 +206,8 @@ def plan(problem: Problem, queue: cl.CommandQueue, algorithm: str = "auto") -> R
     A repeated call is one cache lookup (the host overhead of a cached call): the key holds
     everything the choice depends on, including the tuning database's generation, which every
     store and ``tuning.forget_memory()`` bumps."""
-    key = (queue, problem, algorithm, tuning.generation(), settings.fingerprint(), templates.generation())
+    variables = settings.fingerprint()
+    key = (queue, problem, algorithm, tuning.generation(), variables, templates.generation(variables[2]))
     runner = _choices.get(key)
     if runner is None:
         runner = _choose(problem, queue, algorithm)

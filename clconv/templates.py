@@ -49,12 +49,12 @@ def template_dirs() -> list[Path]:
 _last_generation: tuple = ()
 
 
-def generation() -> tuple:
+def generation(path: str | None = None) -> tuple:
     """A stamp of the user templates (``CLCONV_TEMPLATE_PATH``): the path and each ``*.mako``'s
     modification time and size.  Caches of prepared kernels key on it, so an edited template takes
     effect in the running process too; empty (and free) when no user path is set."""
     global _last_generation
-    raw = settings.template_path()
+    raw = settings.template_path() if path is None else path
     if not raw:
         return ()
     stamp: list = [raw]

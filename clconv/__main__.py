@@ -1,7 +1,7 @@
-"""``python -m clconv``: the command line (see :mod:`clconv.cli`)."""
+"""``python -m clconv``: the command line (see :mod:`clconv.tools.cli`)."""
 
 import sys
 
-from .cli import main
+from .tools.cli import main
 
 sys.exit(main())

@@ -16,7 +16,7 @@ import types
 
 import pytest
 
-from clconv import cli
+from clconv.tools import cli
 from clconv.templates import builtin_template_dir
 
 
@@ -69,13 +69,14 @@ def test_check_runs_every_algorithm_of_the_pass_against_the_reference():
 
 
 def test_check_all_configs_runs_every_tile_configuration():
-    from clconv.algorithms import REGISTRY, Problem
-    from clconv.geometry import resolve_conv
-
     import clconv
+    from clconv import planner
+    from clconv.geometry import resolve_conv
+    from clconv.plan import Problem
 
     g = resolve_conv(1, (2, 3, 13), (2, 3, 3), None, 2, 1, 1, 1).geometry
-    configs = REGISTRY["direct"].configs(Problem(g, "forward", "float32"), clconv.default_queue().device)
+    direct = planner.get_algorithm("direct", "forward")
+    configs = direct.configs(Problem(g, "forward", "float32"), clconv.default_queue().device)
     code, text = run_cli("check", "conv1d", "--input", "2,3,13", "--weight", "2,3,3", "--stride", "2", "--padding", "1",
                          "--algorithm", "direct", "--all-configs")
     assert code == 0, text
@@ -200,13 +201,13 @@ def test_cache_path_list_and_clear(tmp_path, monkeypatch):
 
 def test_bench_tune_and_demo_delegate_the_rest_of_the_command_line(monkeypatch):
     calls = []
-    fake = types.ModuleType("clconv.bench")
+    fake = types.ModuleType("clconv.tools.bench")
     fake.main = lambda argv: calls.append(("bench", argv)) or 0  # type: ignore[attr-defined]
     fake.tune_main = lambda argv: calls.append(("tune", argv)) or 3  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "clconv.bench", fake)
-    import clconv.demo
+    monkeypatch.setitem(sys.modules, "clconv.tools.bench", fake)
+    import clconv.tools.demo
 
-    monkeypatch.setattr(clconv.demo, "main", lambda argv: calls.append(("demo", argv)) or 0)
+    monkeypatch.setattr(clconv.tools.demo, "main", lambda argv: calls.append(("demo", argv)) or 0)
     assert cli.main(["bench", "tiny", "--json", "x.json"]) == 0
     assert cli.main(["--debug", "tune", "--help"]) == 3
     assert cli.main(["demo", "--repeats", "1"]) == 0
@@ -214,10 +215,10 @@ def test_bench_tune_and_demo_delegate_the_rest_of_the_command_line(monkeypatch):
 
 
 def test_bench_without_the_bench_module_is_a_one_line_error(monkeypatch, capsys):
-    monkeypatch.setitem(sys.modules, "clconv.bench", None)  # import fails as if the file were absent
+    monkeypatch.setitem(sys.modules, "clconv.tools.bench", None)  # import fails as if the file were absent
     assert cli.main(["bench"]) == 1
     err = capsys.readouterr().err
-    assert err == "clconv: error: 'clconv bench' needs clconv.bench, which this installation does not have\n"
+    assert err == "clconv: error: 'clconv bench' needs clconv.tools.bench, which this installation does not have\n"
 
 
 def test_console_script_is_declared():
@@ -226,7 +227,7 @@ def test_console_script_is_declared():
 
     config = configparser.ConfigParser()
     config.read(Path(__file__).resolve().parent.parent / "setup.cfg")
-    assert "clconv = clconv.cli:main" in config["options.entry_points"]["console_scripts"]
+    assert "clconv = clconv.tools.cli:main" in config["options.entry_points"]["console_scripts"]
 
 
 def test_readme_tile_override_example_renders(tmp_path, monkeypatch):
@@ -259,3 +260,18 @@ def test_device_option_selects_the_device_and_refuses_an_unknown_one(capsys):
     assert code == 1
     assert err.startswith("clconv: error: DeviceSelectionError: no OpenCL device matches 'no-such-device-xyz'")
     assert err.count("\n") == 1
+
+
+def test_demo_checks_public_calls_against_the_reference(monkeypatch):
+    """The quick start's demo: a layer's three passes through clconv.conv2d / conv2d_input /
+    conv2d_weight, timed and checked; one row per pass, and the verdict."""
+    from clconv.tools import demo
+
+    monkeypatch.setenv("CLCONV_TUNE", "0")  # the heuristic's choice: one build per pass
+    out = io.StringIO()
+    rows = demo.run(repeats=1, layers=[("tiny 3x3", (1, 4, 9, 9), (6, 4, 3, 3), 1, 1, 1)], out=out)
+    assert [r["pass_"] for r in rows] == ["forward", "backward_data", "backward_weight"]
+    assert all(r["ok"] and r["ms"] > 0 for r in rows), rows
+    text = out.getvalue()
+    assert "layer" in text and "GFLOP/s" in text and "max err" in text
+    assert text.rstrip().endswith("3 layer-passes checked against the float64 reference; all within tolerance")

@@ -1,10 +1,11 @@
-"""The built wheel carries the kernel templates and finds them once installed.
+"""The built wheel carries the kernel templates and the tools' shape sets and finds them once installed.
 
 Builds a wheel offline from a copy of the source tree (so the checkout's ``build/`` stays
 untouched), with the virtual environment's setuptools (``--no-build-isolation``: nothing is
 downloaded), installs it into a private target folder and, in a fresh interpreter whose working
 directory is elsewhere and whose ``sys.path`` starts with that folder, checks that
-``builtin_template_dir()`` points inside the installed package and that a kernel renders from it.
+``builtin_template_dir()`` points inside the installed package and that a kernel renders from it,
+and that every shape file ``clconv.tools.shapes`` names loads from the installed package's data.
 No kernel is built: the whole file takes a few seconds.
 """
 
@@ -26,11 +27,14 @@ CHILD = r"""
 import json, sys
 import numpy as np
 import clconv, clconv.templates
+from clconv.tools import shapes
 x = np.ones((1, 2, 5, 5), np.float32)
 w = np.ones((3, 2, 3, 3), np.float32)
 print(json.dumps({
     "clconv": clconv.__file__,
     "templates": str(clconv.templates.builtin_template_dir()),
+    "shape_data": str(shapes.DATA_DIR),
+    "shape_sets": {name: len(shapes.resolve_layers(name)) for name in shapes.PACKAGED_FILES},
     "sources": {a: clconv.render(clconv.conv2d, x, w, padding=1, algorithm=a) for a in ("direct", "im2col")},
 }))
 """
@@ -58,9 +62,20 @@ def wheel(tmp_path_factory) -> Path:
 def test_wheel_contains_the_templates(wheel):
     assert TEMPLATES, "no templates in the checkout"
     names = zipfile.ZipFile(wheel).namelist()
-    packaged = sorted(n.split("/")[-1] for n in names if n.startswith("clconv/_templates/") and n.endswith(".mako"))
+    packaged = sorted(n.split("/")[-1] for n in names if n.startswith("clconv/kernels/") and n.endswith(".mako"))
     assert packaged == TEMPLATES
     assert "clconv/__init__.py" in names and "clconv/algorithms/__init__.py" in names
+
+
+def test_wheel_contains_the_tools_and_their_shape_sets(wheel):
+    from clconv.tools import shapes
+
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "clconv/tools/__init__.py" in names and "clconv/tools/cli.py" in names
+    data = sorted(n[len("clconv/tools/data/"):] for n in names if n.startswith("clconv/tools/data/"))
+    assert data == sorted([*shapes.PACKAGED_FILES, "LICENSE", "NOTICE"])
+    entry_points = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
+    assert "clconv = clconv.tools.cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
 
 
 def test_installed_wheel_renders_from_its_own_templates(wheel, tmp_path):

@@ -1,13 +1,22 @@
-"""benchdnn descriptor parsing, shape files and named sets; the NumPy im2col baseline (no OpenCL)."""
+"""benchdnn descriptor parsing, shape files (the packaged ones too) and named sets; the NumPy im2col
+baseline (no OpenCL)."""
 
 from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from clconv import reference, shapes
-from clconv.bench import geomean, numpy_im2col_forward
-from clconv.geometry import resolve_conv, resolve_conv_transpose
+from clconv import reference
+from clconv.geometry import ConvGeometry, resolve_conv, resolve_conv_transpose
+from clconv.tools import shapes
+from clconv.tools.libraries import numpy_im2col_forward
+from clconv.tools.report import geomean
+
+REPO = Path(__file__).resolve().parent.parent
 
 
 def test_defaults_and_square_copy():
@@ -76,21 +85,68 @@ def test_unexpressible_layers_are_skipped_and_reported(tmp_path):
     assert len(shapes.load_file(tmp_path / "f", skipped=skipped)) == 1 and len(skipped) == 1
 
 
-def test_named_sets_and_the_benchdnn_files():
+def test_named_sets():
     gpu = shapes.named_set("gpu")
     assert len(gpu) == 9 and sum(l.transposed for l in gpu) == 1
     assert all(l.geometry.batch in (32, 64) for l in gpu)
     assert all(l.geometry.batch <= 4 for l in shapes.named_set("cpu"))
     with pytest.raises(ValueError, match="shape set"):
         shapes.named_set("nope")
-    root = shapes.benchdnn_dir()
-    if root is None:
-        pytest.skip("the benchdnn shape files are not beside this checkout")
+
+
+def test_every_packaged_shape_file_loads_from_the_package():
+    """The files shapes.py names lie inside the package (data/) and each parses into geometries."""
+    package = Path(shapes.__file__).resolve().parent
+    assert shapes.DATA_DIR.resolve().is_relative_to(package)
+    for name in shapes.PACKAGED_FILES:
+        path = shapes.packaged_file(name)
+        assert path is not None and path.resolve().is_relative_to(package / "data") and path.is_file(), name
+        skipped: list = []
+        layers = shapes.resolve_layers(name)
+        assert layers and len(shapes.load_file(path, skipped=skipped)) == len(layers), name
+        assert not skipped, (name, skipped)
+        assert all(isinstance(l.geometry, ConvGeometry) for l in layers)
+        assert all(l.transposed == name.startswith("deconv/") for l in layers), name
+    # a conv/ file is named by its file name alone; the package's folder holds nothing unnamed
     resnet = shapes.resolve_layers("shapes_resnet_50", batch=4)
     assert len(resnet) > 15 and all(l.geometry.batch == 4 for l in resnet)
+    on_disk = {f"{p.parent.name}/{p.name}" for p in shapes.DATA_DIR.glob("*/shapes_*")}
+    assert on_disk == set(shapes.PACKAGED_FILES)
+    assert (shapes.DATA_DIR / "NOTICE").is_file() and (shapes.DATA_DIR / "LICENSE").is_file()
+    with pytest.raises(ValueError, match="ships no shape file"):
+        shapes.resolve_layers("shapes_no_such_network")
+
+
+def test_the_tools_name_no_path_outside_the_package():
+    for path in (REPO / "clconv").rglob("*.py"):
+        text = path.read_text()
+        assert "shared/data" not in text and "/work/" not in text, path
+
+
+def test_shape_sets_load_from_another_working_directory(tmp_path):
+    code = ("from clconv.tools import shapes; "
+            "print(sum(len(shapes.resolve_layers(n)) for n in shapes.PACKAGED_FILES))")
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert int(done.stdout.strip()) > 200
+
+
+def test_all_benchdnn_inputs_parse_when_present():
+    """oneDNN's whole benchdnn input folder, where a copy lies beside the checkout (development only)."""
+    root = REPO.parent / "shared" / "data" / "benchdnn"
+    if not root.is_dir():
+        pytest.skip("no copy of benchdnn's inputs beside this checkout")
     skipped: list = []
     total = sum(len(shapes.load_file(f, skipped=skipped)) for d in ("conv", "deconv") for f in sorted((root / d).iterdir()))
     assert total > 1000 and len(skipped) <= 3
+
+
+def test_unexpressible_layer_is_its_own_error():
+    with pytest.raises(shapes.UnexpressibleLayer, match="cannot give output"):
+        shapes.parse_descriptor("mb1ic1oc16_kd2kh1kw1_id2ih1iw1_od1oh1ow1_sd2sh1sw1_pd1ph0pw0")
+    with pytest.raises(ValueError) as info:
+        shapes.parse_descriptor("mb2ic4ih5oc4xx3")
+    assert not isinstance(info.value, shapes.UnexpressibleLayer)
 
 
 @pytest.mark.parametrize("desc", ["mb2ic5ih9oc7oh9kh3ph1", "mb2g2ic4ih9iw7oc6kh3kw2sh2sw1ph1pw0dh1",

@@ -20,7 +20,8 @@ layer is (``in_channels`` = the transposed op's ``oc``).
 
 Shape files hold one descriptor per line, ``#`` comments and ``--batch=FILE`` includes; options
 such as ``--dir=`` and ``--mb=`` (which overrides the batch) are honoured or ignored as noted in
-:func:`load_file`.
+:func:`load_file`.  A few of oneDNN's benchdnn shape files ship with the package (``data/``, named
+in :data:`PACKAGED_FILES`; licence and origin in ``data/NOTICE``); any other file is given by path.
 """
 
 from __future__ import annotations
@@ -30,14 +31,30 @@ import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from .geometry import ConvGeometry, _make
+from clconv.geometry import ConvGeometry
 
-log = logging.getLogger("clconv.shapes")
+log = logging.getLogger("clconv.tools.shapes")
 
 _KEYS = ("mb", "g", "ic", "id", "ih", "iw", "oc", "od", "oh", "ow", "kd", "kh", "kw",
          "sd", "sh", "sw", "pd", "ph", "pw", "dd", "dh", "dw")
 _TOKEN = re.compile(r'(mb|g|ic|id|ih|iw|oc|od|oh|ow|kd|kh|kw|sd|sh|sw|pd|ph|pw|dd|dh|dw)(\d+)|n"([^"]*)"|n(\S+)$')
-BENCHDNN_DIR_CANDIDATES = ("../shared/data/benchdnn", "shared/data/benchdnn", "/work/shared/data/benchdnn")
+
+# oneDNN's benchdnn input files shipped in data/ (conv/ and deconv/ as in benchdnn's inputs/ folder;
+# a file under deconv/ holds transposed layers): networks of every kind clconv serves (1D, 2D, 3D,
+# grouped, depthwise, dilated, transposed).  Named by file name (a deconv/ one with its folder).
+DATA_DIR = Path(__file__).resolve().parent / "data"
+PACKAGED_FILES = (
+    "conv/shapes_resnet_50", "conv/shapes_mobilenet", "conv/shapes_mobilenet_dw", "conv/shapes_googlenet_v3",
+    "conv/shapes_vgg_11", "conv/shapes_unet", "conv/shapes_yolov2", "conv/shapes_dilated",
+    "conv/shapes_1d_wavenet", "conv/shapes_3d_unet",
+    "deconv/shapes_1d", "deconv/shapes_2d", "deconv/shapes_3d",
+)
+
+
+class UnexpressibleLayer(ValueError):
+    """A well-formed descriptor clconv's geometry cannot express (an output that needs a negative
+    far-side padding, i.e. cropping): shape files skip these; anything else malformed is a plain
+    ValueError."""
 
 
 @dataclass(frozen=True)
@@ -139,7 +156,7 @@ def parse_descriptor(text: str, transposed: bool = False, name: str | None = Non
         else:
             e = (o - 1) * s + extent - i - p
         if e < 0 or o < 1:
-            raise ValueError(f"benchdnn descriptor {raw!r}: along {axis}, input {i}, kernel {k}, stride {s}, "
+            raise UnexpressibleLayer(f"benchdnn descriptor {raw!r}: along {axis}, input {i}, kernel {k}, stride {s}, "
                              f"padding {p} cannot give output {o}")
         for values_list, value in ((in_size, i), (out_size, o), (kernel, k), (stride, s), (pad_b, p),
                                    (pad_e, e), (dil, d)):
@@ -147,19 +164,21 @@ def parse_descriptor(text: str, transposed: bool = False, name: str | None = Non
     cin, cout = (oc, ic) if transposed else (ic, oc)
     if cin % groups or cout % groups:
         raise ValueError(f"benchdnn descriptor {raw!r}: g{groups} does not divide ic{ic} and oc{oc}")
-    geometry = _make(ndim, mb, groups, cin, cout, in_size, kernel, stride, pad_b, pad_e, dil)
+    try:
+        geometry = ConvGeometry.make(ndim, mb, groups, cin, cout, in_size, kernel, stride, pad_b, pad_e, dil)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"benchdnn descriptor {raw!r}: {exc}") from None
     if tuple(geometry.user_out_size) != tuple(out_size):
         raise ValueError(f"benchdnn descriptor {raw!r}: gives output {geometry.user_out_size}, expected {tuple(out_size)}")
     return Layer(name if name is not None else (found_name or ""), geometry, transposed, raw)
 
 
-def benchdnn_dir() -> Path | None:
-    """The benchdnn input directory (``../shared/data/benchdnn`` beside a checkout), if present."""
-    here = Path(__file__).resolve().parent.parent
-    for candidate in BENCHDNN_DIR_CANDIDATES:
-        path = (here / candidate).resolve()
-        if path.is_dir():
-            return path
+def packaged_file(name: str) -> Path | None:
+    """The packaged shape file ``name`` (``shapes_resnet_50``, ``conv/shapes_resnet_50``,
+    ``deconv/shapes_2d``), or None if the package has none of that name."""
+    for candidate in (name, f"conv/{name}"):
+        if candidate in PACKAGED_FILES:
+            return DATA_DIR / candidate
     return None
 
 
@@ -197,13 +216,13 @@ def load_file(path: str | Path, transposed: bool | None = None, batch: int | Non
             else:
                 try:
                     layer = parse_descriptor(item, transposed)
-                except ValueError as exc:
-                    if "cannot give output" not in str(exc):
-                        raise ValueError(f"{path}:{number}: {exc}") from None
+                except UnexpressibleLayer as exc:
                     log.warning("clconv: skipping %s:%d: %s", path, number, exc)
                     if skipped is not None:
                         skipped.append(f"{path.name}:{number}: {item}")
                     continue
+                except ValueError as exc:
+                    raise ValueError(f"{path}:{number}: {exc}") from None
                 if batch or mb_override:
                     layer = layer.with_batch(batch or mb_override or layer.geometry.batch)
                 if layer.geometry not in seen:
@@ -258,17 +277,19 @@ def named_set(name: str) -> list[Layer]:
 
 
 def resolve_layers(spec: str, batch: int | None = None) -> list[Layer]:
-    """Layers for ``spec``: a named set (``gpu``, ``cpu``, ``tiny``), a shape file path, a file name in
-    the benchdnn directory (``shapes_resnet_50``, ``deconv/shapes_2d``), or one descriptor."""
+    """Layers for ``spec``: a named set (``gpu``, ``cpu``, ``tiny``), a shape file path, a packaged
+    benchdnn file (``shapes_resnet_50``, ``deconv/shapes_2d``: :data:`PACKAGED_FILES`), or one descriptor."""
+    packaged = packaged_file(spec)
     if spec in NAMED_SETS:
         layers = named_set(spec)
     elif Path(spec).is_file():
         layers = load_file(spec)
-    elif (root := benchdnn_dir()) is not None and ((root / spec).is_file() or (root / "conv" / spec).is_file()):
-        layers = load_file(root / spec if (root / spec).is_file() else root / "conv" / spec)
+    elif packaged is not None:
+        layers = load_file(packaged, transposed=packaged.parent.name == "deconv")
     elif spec.startswith(("shapes_", "set_")) or "/" in spec:
-        raise ValueError(f"shape set {spec!r}: no such file, and no benchdnn directory with it "
-                         f"(looked for {', '.join(BENCHDNN_DIR_CANDIDATES)} beside the checkout)")
+        names = ", ".join(name[len("conv/"):] if name.startswith("conv/") else name for name in PACKAGED_FILES)
+        raise ValueError(f"shape set {spec!r}: no such file, and the package ships no shape file of that name "
+                         f"(it has: {names})")
     else:
         layers = [parse_descriptor(spec)]
     return [layer.with_batch(batch) for layer in layers] if batch else layers

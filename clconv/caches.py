@@ -44,10 +44,9 @@ class Cache(Generic[V]):
         self._data: "OrderedDict[Hashable, V]" = OrderedDict()
         self._lock = threading.Lock()
         self._on_clear = on_clear
+        # a lookup is the dictionary's own get (no Python frame): a cached call makes a few
+        self.get: Callable[[Hashable], V | None] = self._data.get
         _registry.add(self)
-
-    def get(self, key: Hashable) -> V | None:
-        return self._data.get(key)
 
     def put(self, key: Hashable, value: V) -> V:
         with self._lock:

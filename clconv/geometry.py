@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 import operator
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, NamedTuple, Sequence
 
 from .caches import Cache
 
@@ -432,9 +432,9 @@ def _memoized(resolver):
 _resolutions: Cache[Any] = Cache("resolutions", maxsize=4096)
 
 
-@dataclass(frozen=True)
-class Resolved:
-    """A resolved call: the canonical geometry plus whether the user's tensors were unbatched."""
+class Resolved(NamedTuple):
+    """A resolved call: the canonical geometry plus whether the user's tensors were unbatched
+    (a named tuple: part of every cached call's key, hashed in C)."""
 
     geometry: ConvGeometry
     unbatched: bool = False

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence, Tuple, Union
+from typing import Any, Callable, NamedTuple, Sequence, Tuple, Union
 
 import numpy as np
 import pyopencl as cl
@@ -37,11 +37,12 @@ class _Static:
     """What a call's checks derive from its geometry, dtype, queue and algorithm alone."""
 
     problem: Problem
+    dtype: np.dtype
+    result_role: str
     result_shape: tuple[int, ...]  # as the user sees it (unbatched: no batch dimension)
 
 
-@dataclass
-class _Call:
+class _Call(NamedTuple):
     """A checked call: ready to run (:func:`_execute`) or to render (:func:`render`)."""
 
     static: _Static
@@ -63,12 +64,14 @@ def _prepare(family: str, resolved: Resolved, user: dict[str, Tensor], algorithm
     op = OPS[family]
     dtype = common_dtype(user)
     queue, as_array = pick_queue(user, queue)
-    tensors = {op.roles[name]: value for name, value in user.items() if value is not None}
+    roles = op.roles
+    tensors = {roles[name]: value for name, value in user.items() if value is not None}
+    has_bias = "bias" in tensors
     # Everything below depends only on this key, so a repeated call skips it (host overhead).
-    key = (op.pass_, resolved, dtype, queue, algorithm, "bias" in tensors)
+    key = (family, resolved, dtype, queue, algorithm, has_bias)
     static = _statics.get(key)
     if static is None:
-        static = _statics.put(key, _check_static(op.pass_, resolved, dtype, queue, algorithm, "bias" in tensors))
+        static = _statics.put(key, _check_static(op.pass_, resolved, dtype, queue, algorithm, has_bias))
     if out is not None:
         check_out(out, static.result_shape, dtype, queue)
         as_array = True
@@ -86,28 +89,28 @@ def _check_static(pass_: str, resolved: Resolved, dtype: np.dtype, queue: cl.Com
     if resolved.unbatched and problem.spec.result_is_activation():
         shape = shape[1:]
     check_allocation("the result", shape, dtype, queue)
-    return _Static(problem, shape)
+    return _Static(problem, dtype, problem.spec.result, shape)
 
 
 def _execute(call: _Call) -> Tensor:
     """Upload what is on the host, allocate the result, plan and enqueue; the result as given."""
-    problem, queue, out = call.static.problem, call.queue, call.out
-    dtype = np.dtype(problem.dtype)
+    static, tensors, user, queue, as_array, algorithm, out = call
+    problem = static.problem
     if problem.geometry.batch == 0:
-        return _empty_result(call.static.result_shape, dtype, queue, call.as_array, out)
+        return _empty_result(static.result_shape, static.dtype, queue, as_array, out)
     operands, keep_alive = {}, []
-    for role, value in call.tensors.items():
+    for role, value in tensors.items():
         operands[role], holder = to_operand(value, queue)
         keep_alive.append(holder)
-    result = out if out is not None else empty_array(queue, call.static.result_shape, dtype,
-                                                     result_allocator(call.user))
-    operands[problem.spec.result], _ = to_operand(result, queue)
-    wait_for = [e for v in call.user.values() if isinstance(v, cl_array.Array) for e in v.events] or None
+    result = out if out is not None else empty_array(queue, static.result_shape, static.dtype,
+                                                     result_allocator(user))
+    operands[static.result_role], _ = to_operand(result, queue)
+    wait_for = [e for v in user.values() if isinstance(v, cl_array.Array) for e in v.events] or None
     if out is not None:
         wait_for = (wait_for or []) + list(out.events)
-    events = planner.run(problem, queue, call.algorithm, operands, wait_for)
+    events = planner.run(problem, queue, algorithm, operands, wait_for)
     result.add_event(events[-1])
-    return result if call.as_array else result.get(queue)
+    return result if as_array else result.get(queue)
 
 
 def _empty_result(shape, dtype, queue, as_array, out):

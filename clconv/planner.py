@@ -207,7 +207,7 @@ def plan(problem: Problem, queue: cl.CommandQueue, algorithm: str = "auto") -> R
     everything the choice depends on, including the tuning database's generation, which every
     store and ``tuning.forget_memory()`` bumps."""
     variables = settings.fingerprint()
-    key = (queue, problem, algorithm, tuning.generation(), variables, templates.generation(variables[2]))
+    key = (queue, problem, algorithm, tuning.generation(), variables, templates.generation(variables[1]))
     runner = _choices.get(key)
     if runner is None:
         runner = _choose(problem, queue, algorithm)
@@ -220,7 +220,11 @@ def run(problem: Problem, queue: cl.CommandQueue, algorithm: str, operands: dict
     """Plan and enqueue ``problem``.  Under ``auto``, a launch the driver refuses (after the
     resource checks passed) is remembered as failed in the tuning database and the choice is made
     again without it; a named algorithm's failure is the caller's to see."""
-    runner = plan(problem, queue, algorithm)
+    variables = settings.fingerprint()  # plan(), inlined: this is every call's path
+    runner = _choices.get((queue, problem, algorithm, tuning.generation(), variables,
+                           templates.generation(variables[1])))
+    if runner is None:
+        runner = plan(problem, queue, algorithm)
     try:
         return runner.run(queue, operands, wait_for=wait_for)
     except LaunchError:

@@ -78,11 +78,13 @@ def workspace_limit(device: cl.Device) -> int:
     return int(min(device.global_mem_size // 4, device.max_mem_alloc_size, 2**31))
 
 
-def fingerprint() -> tuple[str, str, str]:
-    """The variables a remembered choice depends on (tuning, workspace limit, template path): part
-    of the planner's memo key, read once per call (three dictionary reads)."""
+def fingerprint() -> tuple[str, str]:
+    """The variables a prepared runner depends on, read on every call as part of the planner's
+    keys: the workspace limit (declines, im2col's chunks) and the template path (the sources).
+    ``CLCONV_TUNE`` is not among them: it decides only how a problem not yet in the tuning
+    database is chosen, and the planner reads it then."""
     get = os.environ.get
-    return (get("CLCONV_TUNE", ""), get("CLCONV_WORKSPACE_LIMIT", ""), get("CLCONV_TEMPLATE_PATH", ""))
+    return (get("CLCONV_WORKSPACE_LIMIT", ""), get("CLCONV_TEMPLATE_PATH", ""))
 
 
 def shown() -> list[str]:

@@ -72,9 +72,11 @@ def pick_queue(tensors: dict[str, Any], queue: cl.CommandQueue | None) -> tuple[
                 break
     if queue is None:
         queue = default_queue()
-    for name, value in arrays.items():
-        if value.context != queue.context:
-            raise TypeError(f"{name} lives in another OpenCL context than the queue the call runs on")
+    if arrays:
+        context = queue.context  # a driver query and a new wrapper object on every access: once
+        for name, value in arrays.items():
+            if value.context != context:
+                raise TypeError(f"{name} lives in another OpenCL context than the queue the call runs on")
     return queue, bool(arrays)
 
 

@@ -401,7 +401,7 @@ def _frozen(value: Any) -> Any:
     if kind is tuple:
         for item in value:
             if type(item) is not int:
-                return tuple([_frozen(item) for item in value])
+                return tuple([item if type(item) is int or item is None else _frozen(item) for item in value])
         return value
     if kind is list:
         return (_TAG, list, tuple([_frozen(item) for item in value]))

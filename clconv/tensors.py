@@ -53,7 +53,7 @@ def common_dtype(tensors: dict[str, Any]) -> np.dtype:
             raise TypeError(f"{name} has dtype {value.dtype} but {first} has dtype {dtype}; they must match")
     if dtype is None:
         raise TypeError("no tensor argument given")
-    return np.dtype(dtype)
+    return dtype
 
 
 def pick_queue(tensors: dict[str, Any], queue: cl.CommandQueue | None) -> tuple[cl.CommandQueue, bool]:

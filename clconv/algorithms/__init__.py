@@ -9,6 +9,9 @@ registered by one line in ``ALGORITHMS``.  The planner, ops, tools and tests fin
 from __future__ import annotations
 
 from ..passes import PASSES, check_pass
+from ..plan import Problem
+from ..runtime import LaunchError, Operand, Runner
+from ..settings import workspace_limit
 from .base import Algorithm, Declined
 from .depthwise import DepthwiseWgrad
 from .depthwise_rows import DepthwiseRows
@@ -39,4 +42,9 @@ def algorithms(pass_: str | None = None) -> list[str]:
     return [name for name, alg in REGISTRY.items() if pass_ is None or pass_ in alg.passes]
 
 
-__all__ = ["ALGORITHMS", "PASSES", "REGISTRY", "Algorithm", "Declined", "algorithms"]
+# Problem, Operand, Runner, LaunchError, PASSES and workspace_limit live in plan, runtime, passes
+# and settings; importable from here too, as code written against 0.1's layout does.
+__all__ = [
+    "ALGORITHMS", "PASSES", "REGISTRY", "Algorithm", "Declined", "LaunchError", "Operand", "Problem", "Runner",
+    "algorithms", "workspace_limit",
+]

@@ -13,7 +13,7 @@ calls             ops               a call's static part (pass, geometry, dtype,
 choices           planner           (problem, queue, algorithm, settings, tuning generation) -> Runner
 runners           planner           (problem, algorithm, config, queue, settings) -> Runner
 programs          builder           (context, device, source hash, options) -> built program
-resolutions       geometry          a resolver's arguments -> Resolved geometry
+resolutions       resolve           a resolver's arguments -> Resolved geometry
 layouts           tensors           (shape, dtype) -> an Array's strides and size
 templates         templates         (search path, module dir) -> Mako TemplateLookup
 profiling_queues  runtime           (context, device) -> a profiling queue (tuning's timings)

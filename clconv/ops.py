@@ -16,10 +16,11 @@ import numpy as np
 import pyopencl as cl
 import pyopencl.array as cl_array
 
-from . import geometry as geo
+from . import resolve
 from . import planner
 from .caches import Cache
-from .geometry import ConvGeometry, Resolved
+from .geometry import ConvGeometry
+from .resolve import Resolved
 from .passes import OPS
 from .plan import Problem
 from .tensors import (
@@ -160,7 +161,7 @@ def render(op: Callable[..., Any], *args: Any, **kwargs: Any) -> str:
 def _conv(ndim, input, weight, bias, stride, padding, dilation, groups, algorithm, queue, out):
     user = _checked(input=input, weight=weight, bias=bias)
     planner.check_algorithm(algorithm, OPS["conv"].pass_)
-    resolved = geo.resolve_conv(ndim, input.shape, weight.shape, None if bias is None else bias.shape,
+    resolved = resolve.resolve_conv(ndim, input.shape, weight.shape, None if bias is None else bias.shape,
                                 stride, padding, dilation, groups)
     return _prepare("conv", resolved, user, algorithm, queue, out)
 
@@ -198,14 +199,14 @@ def conv3d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: In
 def _conv_input(ndim, input_size, weight, grad_output, stride, padding, dilation, groups, algorithm, queue, out):
     user = _checked(weight=weight, grad_output=grad_output)
     planner.check_algorithm(algorithm, OPS["conv_input"].pass_)
-    resolved = geo.resolve_conv_input(ndim, input_size, weight.shape, grad_output.shape, stride, padding, dilation, groups)
+    resolved = resolve.resolve_conv_input(ndim, input_size, weight.shape, grad_output.shape, stride, padding, dilation, groups)
     return _prepare("conv_input", resolved, user, algorithm, queue, out)
 
 
 def _conv_weight(ndim, input, weight_size, grad_output, stride, padding, dilation, groups, algorithm, queue, out):
     user = _checked(input=input, grad_output=grad_output)
     planner.check_algorithm(algorithm, OPS["conv_weight"].pass_)
-    resolved = geo.resolve_conv_weight(ndim, input.shape, weight_size, grad_output.shape, stride, padding, dilation, groups)
+    resolved = resolve.resolve_conv_weight(ndim, input.shape, weight_size, grad_output.shape, stride, padding, dilation, groups)
     return _prepare("conv_weight", resolved, user, algorithm, queue, out)
 
 
@@ -263,7 +264,7 @@ def conv3d_weight(input: Tensor, weight_size: Sequence[int], grad_output: Tensor
 def _conv_transpose(ndim, input, weight, bias, stride, padding, output_padding, groups, dilation, algorithm, queue, out):
     user = _checked(input=input, weight=weight, bias=bias)
     planner.check_algorithm(algorithm, OPS["conv_transpose"].pass_)
-    resolved = geo.resolve_conv_transpose(ndim, input.shape, weight.shape, None if bias is None else bias.shape,
+    resolved = resolve.resolve_conv_transpose(ndim, input.shape, weight.shape, None if bias is None else bias.shape,
                                           stride, padding, output_padding, groups, dilation)
     return _prepare("conv_transpose", resolved, user, algorithm, queue, out)
 
@@ -299,7 +300,7 @@ def conv_transpose3d(input: Tensor, weight: Tensor, bias: Tensor | None = None, 
 def _conv_transpose_input(ndim, grad_output, weight, stride, padding, output_padding, groups, dilation, algorithm, queue, out):
     user = _checked(grad_output=grad_output, weight=weight)
     planner.check_algorithm(algorithm, OPS["conv_transpose_input"].pass_)
-    resolved = geo.resolve_conv_transpose_input(ndim, grad_output.shape, weight.shape, stride, padding,
+    resolved = resolve.resolve_conv_transpose_input(ndim, grad_output.shape, weight.shape, stride, padding,
                                                 output_padding, groups, dilation)
     return _prepare("conv_transpose_input", resolved, user, algorithm, queue, out)
 
@@ -308,7 +309,7 @@ def _conv_transpose_weight(ndim, input, weight_size, grad_output, stride, paddin
                            algorithm, queue, out):
     user = _checked(input=input, grad_output=grad_output)
     planner.check_algorithm(algorithm, OPS["conv_transpose_weight"].pass_)
-    resolved = geo.resolve_conv_transpose_weight(ndim, input.shape, weight_size, grad_output.shape, stride, padding,
+    resolved = resolve.resolve_conv_transpose_weight(ndim, input.shape, weight_size, grad_output.shape, stride, padding,
                                                  output_padding, groups, dilation)
     return _prepare("conv_transpose_weight", resolved, user, algorithm, queue, out)
 
@@ -429,13 +430,13 @@ def convolution_backward(
         raise ValueError(f"weight must be 3D, 4D or 5D (a 1D/2D/3D convolution), got shape {tuple(weight.shape)}")
     # Validate the whole call first (each helper re-validates its part; all before any work).
     if transposed:
-        resolved = geo.resolve_conv_transpose(ndim, input.shape, weight.shape, None, stride, padding,
+        resolved = resolve.resolve_conv_transpose(ndim, input.shape, weight.shape, None, stride, padding,
                                               output_padding, groups, dilation)
         expected = (resolved.geometry.batch, resolved.geometry.in_channels, *resolved.geometry.user_in_size)
     else:
         if output_padding not in (0, (0,) * ndim, [0] * ndim):
             raise ValueError(f"output_padding must be 0 for a non-transposed convolution, got {output_padding!r}")
-        resolved = geo.resolve_conv(ndim, input.shape, weight.shape, None, stride, padding, dilation, groups)
+        resolved = resolve.resolve_conv(ndim, input.shape, weight.shape, None, stride, padding, dilation, groups)
         expected = resolved.geometry.output_shape
     if resolved.unbatched:
         expected = expected[1:]

@@ -13,8 +13,8 @@ from typing import Any, Callable, NoReturn
 import numpy as np
 
 import clconv
-from clconv import geometry as geo
-from clconv import reference
+from clconv import reference, resolve
+from clconv.geometry import ConvGeometry
 from clconv.passes import OPS, PASS_TABLE
 
 USAGE_ERROR = 2
@@ -115,7 +115,7 @@ class OpCall:
     function: Callable[..., Any]
     args: tuple[Any, ...]
     kwargs: dict[str, Any]
-    geometry: geo.ConvGeometry
+    geometry: ConvGeometry
     unbatched: bool
     result_shape: tuple[int, ...]
     # the pass's operands by canonical role (x, w, dy, bias), batched: what the kernels read
@@ -166,11 +166,11 @@ def build_call(args: argparse.Namespace, make: Callable[[tuple[int, ...]], np.nd
 
     if base == "conv":
         kwargs: dict[str, Any] = dict(stride=stride, padding=padding, dilation=dilation, groups=groups)
-        resolved = geo.resolve_conv(ndim, ishape, wshape, None, stride, padding, dilation, groups)
+        resolved = resolve.resolve_conv(ndim, ishape, wshape, None, stride, padding, dilation, groups)
     else:
         kwargs = dict(stride=stride, padding=padding, output_padding=output_padding, groups=groups,
                       dilation=dilation)
-        resolved = geo.resolve_conv_transpose(ndim, ishape, wshape, None, stride, padding, output_padding,
+        resolved = resolve.resolve_conv_transpose(ndim, ishape, wshape, None, stride, padding, output_padding,
                                               groups, dilation)
     g, unbatched = resolved.geometry, resolved.unbatched
     # the forward op of the family's output (its pass's result): grad_output of the gradient ops

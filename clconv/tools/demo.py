@@ -21,7 +21,7 @@ import pyopencl.array as cl_array
 
 import clconv
 from clconv import planner, reference
-from clconv.geometry import resolve_conv
+from clconv.resolve import resolve_conv
 from clconv.passes import PASS_TABLE, PASSES
 from clconv.plan import Problem
 

@@ -44,10 +44,11 @@ class ConvGeometry:
     pad_end: tuple[int, int, int]
     dilation: tuple[int, int, int]
     out_size: tuple[int, int, int] = field(init=False)
+    _hash: int = field(init=False, repr=False, compare=False)
 
     def __hash__(self) -> int:
         # every cache key of a call holds its geometry: hash the fields once, not on every lookup
-        return self._hash  # type: ignore[no-any-return]
+        return self._hash
 
     def __post_init__(self) -> None:
         self._validate()
@@ -58,7 +59,7 @@ class ConvGeometry:
             )
         )
         object.__setattr__(self, "out_size", out)
-        object.__setattr__(self, "_hash", hash(tuple(getattr(self, f) for f in self.__dataclass_fields__)))
+        object.__setattr__(self, "_hash", hash(tuple(getattr(self, f) for f in self.__dataclass_fields__ if f != "_hash")))
 
     @classmethod
     def make(cls, ndim: int, batch: int, groups: int, in_channels: int, out_channels: int,

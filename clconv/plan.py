@@ -28,9 +28,10 @@ class Problem:
     pass_: str
     dtype: str  # one of STORAGE_DTYPES
     bias: bool = False
+    _hash: int = field(init=False, repr=False, compare=False)
 
     def __hash__(self) -> int:
-        return self._hash  # type: ignore[no-any-return]  # hashed once: every cache key of a call holds it
+        return self._hash  # hashed once: every cache key of a call holds it
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_hash", hash((self.geometry, self.pass_, self.dtype, self.bias)))

@@ -223,7 +223,7 @@ def _memoized(resolver):
 
     wrapper.__name__ = resolver.__name__
     wrapper.__doc__ = resolver.__doc__
-    wrapper.__wrapped__ = resolver  # type: ignore[attr-defined]
+    wrapper.__wrapped__ = resolver
     return wrapper
 
 

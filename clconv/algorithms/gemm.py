@@ -67,11 +67,11 @@ def cpu_config(wm: int, vn: int, lx: int) -> dict:
     return {"LOCAL": 0, "WM": wm, "VN": vn, "LX": lx}
 
 
-def is_cpu_config(tile: dict) -> bool:
+def is_cpu_config(tile: Mapping[str, Any]) -> bool:
     return tile.get("LOCAL", 1) == 0
 
 
-def tile_extent(tile: dict) -> tuple[int, int, int]:
+def tile_extent(tile: Mapping[str, Any]) -> tuple[int, int, int]:
     """(rows of M, columns of N, contraction step) one work-group covers."""
     if is_cpu_config(tile):
         return tile["WM"] * tile["LX"], tile["VN"], 1

@@ -93,6 +93,7 @@ class Im2col(Algorithm):
         """The call that writes one chunk's column buffer (``col``) from the input."""
         g = problem.geometry
         rows = g.groups * g.cin_per_group * g.kernel_volume
+        size: tuple[int, ...]
         if not cpu:
             src = source("im2col.mako", problem, index, chunk_batch=nb, bias=False)
             entry, size = "clc_im2col", (rounded(nb * g.out_pixels, 64), rows)
@@ -114,6 +115,7 @@ class Im2col(Algorithm):
     def _fold(problem: Problem, index: str, nb: int, cpu: bool):
         """The call that adds one chunk's columns into dx (col2im), with the bias."""
         g = problem.geometry
+        size: tuple[int, ...]
         if cpu:  # one work-item per dx row: 4-5x the per-element gather on PoCL
             src = source("im2col_rows.mako", problem, index, chunk_batch=nb, bias=problem.bias)
             entry, size = "clc_col2im_rows", (g.in_size[0] * g.in_size[1], nb, g.in_channels)

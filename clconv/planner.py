@@ -29,7 +29,7 @@ from .runtime import LaunchError, Operand, Runner, profiling_queue, random_opera
 log = logging.getLogger("clconv.planner")
 
 MAX_CONFIGS_PER_ALGORITHM = 4
-MAX_CANDIDATES = 10  # bounds tuning: builds (in parallel) and 1 + TUNE_REPEATS timed runs each
+MAX_CANDIDATES = 10  # of the heuristic's order; then one configuration of each other serving algorithm
 TUNE_REPEATS = 5
 
 # What can go wrong preparing or running a candidate, short of a bug: fall back past it.

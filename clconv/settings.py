@@ -1,7 +1,10 @@
 """Every ``CLCONV_*`` environment variable clconv reads, read here and nowhere else.
 
-Variables are read when they are used, not once at import, so a change mid-process takes effect
-(the planner's memo of choices keys on :func:`fingerprint`).  docs/environment.md describes each.
+Variables are read when they are used, not once at import, so a change mid-process takes effect:
+the planner's keys hold the workspace limit and the template path (:func:`fingerprint`), and the
+tuning database's in-process copy is per cache directory.  A choice this process has already made
+for a problem stays in use until ``clconv.clear_caches()`` (a new cache directory or
+``CLCONV_TUNE`` applies to problems not chosen yet).  docs/environment.md describes each.
 """
 
 from __future__ import annotations

@@ -94,9 +94,16 @@ def _file_lock(path: Path):
         handle.close()
 
 
+def _memory_key(device: cl.Device, problem_key: str) -> tuple:
+    """The in-process copy is per database: a changed CLCONV_CACHE_DIR (or CLCONV_NO_CACHE) reads
+    the database it names, not entries remembered from another."""
+    where = str(cache_dir()) if disk_cache_enabled() else None
+    return (where, device_key(device), problem_key)
+
+
 def lookup(device: cl.Device, problem_key: str) -> dict | None:
-    dkey = device_key(device)
-    entry = _memory.get((dkey, problem_key))
+    key = _memory_key(device, problem_key)
+    entry = _memory.get(key)
     if entry is None and disk_cache_enabled():
         entry = _read(database_path(device)).get(problem_key)
         if entry is not None and not _valid_entry(entry):
@@ -104,7 +111,7 @@ def lookup(device: cl.Device, problem_key: str) -> dict | None:
                         entry, problem_key, database_path(device))
             entry = None
         if entry is not None:
-            _memory.put((dkey, problem_key), entry)
+            _memory.put(key, entry)
     return entry
 
 
@@ -113,7 +120,7 @@ def _valid_entry(entry) -> bool:
 
 
 def store(device: cl.Device, problem_key: str, entry: dict) -> None:
-    _memory.put((device_key(device), problem_key), entry)
+    _memory.put(_memory_key(device, problem_key), entry)
     _bump()
     if not disk_cache_enabled():
         return

@@ -1,5 +1,12 @@
 """Shared fixtures: the device queue, seeded RNG, and the suite-wide defaults.
 
+The suite is organised by what a test checks: ``unit/`` (nothing built or run), ``algorithms/`` (every
+op and algorithm against the float64 reference), ``reliability/`` (guards, exact arithmetic, fuzzing,
+Oclgrind, robustness, caches, the host path, gradient checks) and ``tools/``.  What they share sits
+here: ``cases.py`` (the one ``Case`` type and the shared case tables), ``helpers.py`` (random data,
+poisoned and guarded tensors, the comparison with the reference) and the independent references
+``naive_reference.py`` and ``transposed_reference.py``; this directory is put on ``sys.path`` for them.
+
 The suite runs with ``CLCONV_TUNE=0`` (heuristic choice, no measuring of every candidate: PoCL
 builds are slow) unless a test turns tuning on itself, and with a private cache directory
 (scripts/test sets ``CLCONV_CACHE_DIR``; set here too for a bare ``pytest`` run).
@@ -8,11 +15,15 @@ builds are slow) unless a test turns tuning on itself, and with a private cache 
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 import zlib
+from pathlib import Path
 
 import numpy as np
 import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 os.environ.setdefault("CLCONV_TUNE", "0")
 os.environ.setdefault("CLCONV_CACHE_DIR", tempfile.mkdtemp(prefix="clconv-test-cache-"))

@@ -1,9 +1,17 @@
-"""Helpers shared by the tests: random tensors, poisoned outputs, tolerances."""
+"""Helpers shared by the tests: random data, poisoned and guarded device tensors, the one comparison
+with the float64 reference, and running a prepared algorithm below the public ops.
+
+The case type and the shared case tables are in ``cases.py``.
+"""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pyopencl.array as cl_array
+
+from clconv.reference import tolerance
 
 
 def random(rng: np.random.Generator, shape, dtype=np.float32) -> np.ndarray:
@@ -18,16 +26,9 @@ def poisoned(queue, shape, dtype=np.float32) -> cl_array.Array:
     return out
 
 
-def tolerance(reduction_length: int, dtype=np.float32) -> float:
-    """Absolute tolerance for sums of ``reduction_length`` products of O(1) values: rounding
-    grows about like sqrt(length); float64 gets the same shape at its own epsilon."""
-    eps = np.finfo(dtype).eps
-    return float(8 * eps * max(1.0, np.sqrt(reduction_length)) * 4)
-
-
 def assert_matches(got, ref: np.ndarray, reduction_length: int, dtype=np.float32) -> None:
-    """``got`` equals the float64 reference within a tolerance scaled by the reduction length;
-    NaN anywhere (an unwritten poisoned element) fails."""
+    """``got`` equals the float64 reference within ``clconv.reference.tolerance`` of the reduction
+    length, relative to the largest reference value; NaN anywhere (an unwritten poisoned element) fails."""
     got = got.get() if isinstance(got, cl_array.Array) else np.asarray(got)
     assert got.shape == ref.shape, f"shape {got.shape} != reference {ref.shape}"
     assert np.isfinite(got).all(), f"{np.count_nonzero(~np.isfinite(got))} elements unwritten or non-finite"
@@ -37,7 +38,52 @@ def assert_matches(got, ref: np.ndarray, reduction_length: int, dtype=np.float32
     assert err <= atol, f"max abs error {err:.3e} > tolerance {atol:.3e} (reduction length {reduction_length})"
 
 
-OPERANDS = {"forward": ("x", "w", "y"), "backward_data": ("dy", "w", "dx"), "backward_weight": ("x", "dy", "dw")}
+# -- guarded tensors (benchdnn's out-of-bounds check) -----------------------------------------------------
+
+SENTINEL = -1234.5625  # exactly representable in float32 and float64; no kernel computes it by accident
+MARGIN_BEFORE, MARGIN_AFTER = 13, 29  # elements; odd, so views start at unaligned offsets
+
+
+class Guarded:
+    """A device tensor of ``shape`` that is a view into a larger buffer, between margins.
+
+    An *output* (no ``inner``): margins hold :data:`SENTINEL` and the tensor NaN, so a write past
+    either end changes a margin and an element left unwritten stays NaN.  An *input* (``inner``
+    given): the tensor holds ``inner`` and the margins NaN, so a read past either end turns a result
+    NaN.  :meth:`check` asserts the margins are untouched (bit for bit), and for an input that the
+    tensor itself is too (inputs are read-only).
+    """
+
+    def __init__(self, queue, shape, dtype=np.float32, inner: np.ndarray | None = None):
+        self.shape, self.dtype = tuple(shape), np.dtype(dtype)
+        n = math.prod(self.shape)
+        self.fill = self.dtype.type(np.nan if inner is not None else SENTINEL)
+        host = np.full(MARGIN_BEFORE + n + MARGIN_AFTER, self.fill, self.dtype)
+        host[MARGIN_BEFORE:MARGIN_BEFORE + n] = np.nan if inner is None else np.asarray(inner, self.dtype).ravel()
+        self.inner = None if inner is None else host[MARGIN_BEFORE:MARGIN_BEFORE + n].copy()
+        self.whole = cl_array.to_device(queue, host)
+        self.view = self.whole[MARGIN_BEFORE:MARGIN_BEFORE + n].reshape(self.shape)
+        assert self.view.offset == MARGIN_BEFORE * self.dtype.itemsize and self.view.base_data is self.whole.base_data
+
+    def check(self) -> None:
+        host = self.whole.get()
+        n = math.prod(self.shape)
+        bits = np.dtype(f"u{self.dtype.itemsize}")  # compare bits: the fill may be a NaN
+        for name, region in (("before", host[:MARGIN_BEFORE]), ("after", host[MARGIN_BEFORE + n:])):
+            bad = np.flatnonzero(region.view(bits) != np.asarray(self.fill).view(bits))
+            assert bad.size == 0, f"out-of-bounds write: margin words {bad.tolist()} {name} the tensor changed"
+        if self.inner is not None:
+            body = host[MARGIN_BEFORE:MARGIN_BEFORE + n]
+            changed = np.count_nonzero(body.view(bits) != self.inner.view(bits))
+            assert changed == 0, f"{changed} elements of an input changed"
+
+
+def guarded(queue, shape, dtype=np.float32, inner: np.ndarray | None = None) -> Guarded:
+    """A :class:`Guarded` output (``inner`` None) or input (``inner`` its values)."""
+    return Guarded(queue, shape, dtype, inner)
+
+
+# -- below the public ops ---------------------------------------------------------------------------------
 
 
 def run_prepared(queue, rng: np.random.Generator, problem, algorithm, config: dict):
@@ -49,23 +95,19 @@ def run_prepared(queue, rng: np.random.Generator, problem, algorithm, config: di
     from clconv import planner, reference
     from clconv.runtime import Operand
 
-    g, dtype = problem.geometry, np.dtype(problem.dtype)
-    a_name, b_name, out_name = OPERANDS[problem.pass_]
-    shapes = {"x": g.input_shape, "w": g.weight_shape, "dy": g.output_shape, "y": g.output_shape,
-              "dx": g.input_shape, "dw": g.weight_shape,
-              "bias": (g.out_channels if problem.pass_ == "forward" else g.in_channels,)}
-    names = (a_name, b_name, "bias") if problem.bias else (a_name, b_name)
-    host = {name: random(rng, shapes[name], dtype) for name in names}
+    g, dtype, spec = problem.geometry, np.dtype(problem.dtype), problem.spec
+    roles = (*spec.inputs, "bias") if problem.bias else spec.inputs
+    host = {role: random(rng, spec.shape(role, g), dtype) for role in roles}
     mf = cl.mem_flags
-    operands = {name: Operand(cl.Buffer(queue.context, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=value))
-                for name, value in host.items()}
-    out = np.full(shapes[out_name], np.nan, dtype)
-    operands[out_name] = Operand(cl.Buffer(queue.context, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=out))
+    operands = {role: Operand(cl.Buffer(queue.context, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=value))
+                for role, value in host.items()}
+    out = np.full(spec.result_shape(g), np.nan, dtype)
+    operands[spec.result] = Operand(cl.Buffer(queue.context, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=out))
     runner = planner.prepare(problem, algorithm, config, queue)
     cl.wait_for_events(runner.run(queue, operands))
-    cl.enqueue_copy(queue, out, operands[out_name].buffer)
+    cl.enqueue_copy(queue, out, operands[spec.result].buffer)
     queue.finish()
-    ref = reference.run_pass(problem.pass_, g, host[a_name].astype(np.float64), host[b_name].astype(np.float64),
-                             host["bias"].astype(np.float64) if problem.bias else None)
-    assert_matches(out, ref, problem.spec.reduction_length(g), dtype)
+    a, b = (host[role].astype(np.float64) for role in spec.inputs)
+    ref = reference.run_pass(problem.pass_, g, a, b, host["bias"].astype(np.float64) if problem.bias else None)
+    assert_matches(out, ref, spec.reduction_length(g), dtype)
     return runner

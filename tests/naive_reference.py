@@ -2,7 +2,7 @@
 
 It shares nothing with ``clconv.reference`` (no slicing tricks, no einsum, no ``ConvGeometry``): the
 definition of a convolution written out index by index, so the fast reference the rest of the suite
-relies on is itself checked (``test_forward.py::test_fast_reference_matches_naive_loops``).  Only
+relies on is itself checked (``tests/unit/test_reference.py::test_fast_reference_matches_naive_loops``).  Only
 for tiny shapes: it costs one Python iteration per multiply-add.
 """
 

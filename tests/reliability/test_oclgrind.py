@@ -3,7 +3,7 @@ of uninitialised memory, each reported by the simulator, fail the test.
 
 The test runs this same file as a child process under
 ``oclgrind --data-races --uninitialized --build-options -cl-opt-disable --log LOG python
-tests/test_oclgrind.py SET``; the child (Oclgrind's simulated device is then the only OpenCL device)
+tests/reliability/test_oclgrind.py SET``; the child (Oclgrind's simulated device is then the only OpenCL device)
 runs every algorithm of every pass over the cases of SET, checks each result against the float64
 reference and prints one line per run.  Any line in LOG is an Oclgrind report and fails the test.
 
@@ -28,14 +28,16 @@ from pathlib import Path
 import pytest
 
 HERE = Path(__file__).resolve().parent
+TESTS = HERE.parent  # helpers.py and cases.py
 OCLGRIND = shutil.which("oclgrind")
 
 OCLGRIND_FLAGS = ("--data-races", "--uninitialized", "--build-options", "-cl-opt-disable")
 
 
 def oclgrind_cases(which: str):
-    """The case sets: ``ci`` (seconds per run in the simulator: kept tiny) and ``full`` (scripts/fuzz)."""
-    from reliability_cases import CASES, Case
+    """The case sets: ``ci`` (seconds per run in the simulator: kept tiny) and ``full`` (scripts/fuzz:
+    the CI set and the reliability set, tests/cases.py ``COVER``)."""
+    from cases import COVER, Case
 
     ci = [
         # groups + bias, padding on every side, M/N not multiples of any tile
@@ -43,20 +45,21 @@ def oclgrind_cases(which: str):
         # stride, asymmetric padding, dilation, batch 2 (im2col chunking, batch index math)
         Case(2, 2, 2, 3, (6, 5), (2, 3), 2, ((1, 0), (2, 1)), (2, 1)),
         # 3D with a kernel as large as the padded input along one axis
-        Case(3, 1, 1, 2, (3, 3, 2), (2, 2, 3), 1, (0, 1, 1), only=("direct", "implicit_gemm")),
+        Case(3, 1, 1, 2, (3, 3, 2), (2, 2, 3), 1, (0, 1, 1), algorithms=("direct", "implicit_gemm")),
         # 1D depthwise with stride and dilation, the transposed op's bias through col2im
-        Case(1, 2, 3, 3, (9,), (3,), 2, 1, 2, 3, bias=True, only=("direct", "im2col", "depthwise", "depthwise_rows")),
+        Case(1, 2, 3, 3, (9,), (3,), 2, 1, 2, 3, bias=True,
+             algorithms=("direct", "im2col", "depthwise", "depthwise_rows")),
         # 2D depthwise, 2 outputs per channel: depthwise_rows' vectors, overlapping tail and edges
-        Case(2, 1, 2, 4, (3, 19), (3, 3), 1, 1, 1, 2, bias=True, only=("depthwise_rows",)),
+        Case(2, 1, 2, 4, (3, 19), (3, 3), 1, 1, 1, 2, bias=True, algorithms=("depthwise_rows",)),
         # 1x1 strided: the pointwise GEMM views
-        Case(2, 1, 3, 2, (3, 3), (1, 1), 2, 0, bias=True, only=("gemm1x1",)),
+        Case(2, 1, 3, 2, (3, 3), (1, 1), 2, 0, bias=True, algorithms=("gemm1x1",)),
         # split-K's partials and its reduction kernel (the child lowers SplitK.MIN_PIECE so that a
         # contraction of 2 x 32 output pixels is cut: the same kernel code as a long one, 10x faster)
-        Case(1, 2, 1, 2, (32,), (3,), 1, 1, passes=("backward_weight",), only=("splitk",)),
+        Case(1, 2, 1, 2, (32,), (3,), 1, 1, passes=("backward_weight",), algorithms=("splitk",)),
     ]
     if which == "ci":
         return ci
-    return ci + list(CASES)
+    return ci + list(COVER)
 
 
 # -- the child: runs inside Oclgrind ---------------------------------------------------------------
@@ -67,12 +70,10 @@ def child(which: str, every_config: bool) -> int:
 
     import clconv
     from clconv.algorithms import REGISTRY
-    from clconv.planner import prepared_runner
+    from clconv.planner import prepare
     from clconv.tensors import to_operand
-    from helpers import assert_matches, poisoned, random
-    from reliability_cases import (
-        operand_shapes, every_pass_algorithm, param_id, reference_result, result_shape, run,
-    )
+    from cases import every_pass_algorithm, param_id
+    from helpers import assert_matches, poisoned
 
     import time
 
@@ -109,11 +110,11 @@ def child(which: str, every_config: bool) -> int:
 
     note.size, note.start = 0, time.time()
     for case, pass_, algorithm in every_pass_algorithm(queue.device, oclgrind_cases(which)):
-        operands = {name: random(rng, shape) for name, shape in operand_shapes(case, pass_).items()}
-        ref = reference_result(case, pass_, operands)
-        length = case.geometry.reduction_length * max(case.geometry.batch, 1)
-        out = poisoned(queue, result_shape(case, pass_))
-        result = run(case, pass_, algorithm, operands, out=out)
+        operands = case.operands(pass_, rng)
+        ref = case.reference(pass_, operands)
+        length = case.reduction_length(pass_)
+        out = poisoned(queue, case.result_shape(pass_))
+        result = case.run(pass_, operands, algorithm=algorithm, out=out)
         note(param_id(case, pass_, algorithm))
         assert_matches(result, ref, length)
         runs += 1
@@ -122,11 +123,11 @@ def child(which: str, every_config: bool) -> int:
         chosen = REGISTRY[algorithm]
         problem = case.problem(pass_)
         for config in chosen.configs(problem, queue.device)[1:]:
-            runner = prepared_runner(problem, chosen, config, queue)
+            runner = prepare(problem, chosen, config, queue)
             result = poisoned(queue, ref.shape)
             uploaded = {name: to_operand(value, queue) for name, value in operands.items()}  # (operand, holder)
             ops = {name: operand for name, (operand, _) in uploaded.items()}
-            ops[{"forward": "y", "backward_data": "dx", "backward_weight": "dw"}[pass_]] = to_operand(result, queue)[0]
+            ops[problem.spec.result] = to_operand(result, queue)[0]
             for event in runner.run(queue, ops):
                 event.wait()
             note(f"{param_id(case, pass_, algorithm)} {config}")
@@ -144,7 +145,7 @@ def run_under_oclgrind(which: str, flags=OCLGRIND_FLAGS, every_config: bool = Fa
     with tempfile.TemporaryDirectory(prefix="clconv-oclgrind-") as tmp:
         log = Path(tmp) / "oclgrind.log"
         env = dict(os.environ, PYOPENCL_NO_CACHE="1", CLCONV_CACHE_DIR=str(Path(tmp) / "cache"),
-                   CLCONV_TUNE="0", CLCONV_DEVICE="Oclgrind", PYTHONPATH=str(HERE), CLCONV_OCLGRIND_LOG=str(log))
+                   CLCONV_TUNE="0", CLCONV_DEVICE="Oclgrind", PYTHONPATH=str(TESTS), CLCONV_OCLGRIND_LOG=str(log))
         env.pop("PYOPENCL_CTX", None)
         command = [OCLGRIND, "--log", str(log), *flags, sys.executable, str(Path(__file__).resolve()), which]
         if every_config:
@@ -186,7 +187,7 @@ def test_every_kernel_family_is_clean_under_oclgrind():
 def test_oclgrind_reports_an_out_of_bounds_write(tmp_path):
     """The harness can fail: a user template that writes one element past the output is caught."""
     _require_oclgrind()
-    builtin = HERE.parent / "clconv" / "kernels" / "direct.mako"
+    builtin = TESTS.parent / "clconv" / "kernels" / "direct.mako"
     text = builtin.read_text()
     marker = "    y_base[y_off + nc * CLC_OP + p] = acc;"
     assert marker in text, "direct.mako changed: update this test's injected bug"
@@ -227,7 +228,7 @@ def outer(which: str) -> int:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(HERE))
+    sys.path.insert(0, str(TESTS))
     if "--outer" in sys.argv:
         sys.exit(outer(sys.argv[1]))
     child(sys.argv[1] if len(sys.argv) > 1 else "ci", "--every-config" in sys.argv)

@@ -16,7 +16,7 @@ from clconv.tools import shapes
 from clconv.tools.libraries import numpy_im2col_forward
 from clconv.tools.report import geomean
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_defaults_and_square_copy():

@@ -1,4 +1,7 @@
-"""Cache robustness, device faults, workspace limits and memory growth (issue 5)."""
+"""Robustness (issue 5): several processes on one cache, corrupt program cache entries and tuning
+databases, an unwritable cache directory, device faults (a failed build, a work-group or local memory
+past the device's limits, a refused allocation or launch) with ``auto`` falling back past them,
+workspace limits, and no memory growth over many cached calls."""
 
 from __future__ import annotations
 
@@ -31,7 +34,6 @@ from clconv.templates import builtin_template_dir
 
 from helpers import assert_matches, poisoned, random
 
-HERE = Path(__file__).resolve().parent
 BUILTIN_TEMPLATES = builtin_template_dir()
 
 
@@ -264,15 +266,16 @@ def _check_fallback(queue, rng, failing_label: str, expect: type):
     assert_matches(y, reference.forward(g, x, w), g.reduction_length)
     entry = tuning.lookup(queue.device, Problem(g, "forward", "float32").key())
     assert entry["algorithm"] != "direct" and failing_label in entry["failed"], entry
-    # a new process (memory forgotten) goes straight to the remembered algorithm
+    # a new process (memory forgotten) goes straight to the remembered algorithm: direct is not
+    # even planned
     clconv.clear_caches()
     calls = []
-    original = REGISTRY["direct"].prepare
+    original = REGISTRY["direct"].plan
     try:
-        REGISTRY["direct"].prepare = lambda *a, **k: calls.append(a) or original(*a, **k)
+        REGISTRY["direct"].plan = lambda *a, **k: calls.append(a) or original(*a, **k)
         y = clconv.conv2d(x, w, padding=padding, groups=groups)
     finally:
-        del REGISTRY["direct"].prepare
+        del REGISTRY["direct"].plan
     assert not calls, "auto tried the algorithm it had remembered as failing"
     assert_matches(y, reference.forward(g, x, w), g.reduction_length)
 
@@ -430,3 +433,45 @@ def test_render_shows_what_the_call_would_run(queue, rng, fresh_cache):
     algorithm, config = planner.candidates(problem, queue.device)[0]
     header = clconv.render(clconv.conv2d, x, w, padding=1).splitlines()[0]
     assert f"algorithm {algorithm.name!r}, config {config}" in header
+
+
+# -- a launch the driver refuses -------------------------------------------------------------------------
+
+
+def test_auto_falls_back_past_a_refused_launch_and_remembers(queue, rng, monkeypatch, tmp_path):
+    """``auto`` survives a launch the driver refuses (after the resource checks passed): it records
+    the failure in the tuning database and runs another algorithm."""
+    monkeypatch.setenv("CLCONV_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("CLCONV_TUNE", "0")
+    tuning.forget_memory()
+    x, w = random(rng, (2, 3, 6, 7)), random(rng, (5, 3, 3, 2))
+    g = resolve_conv(2, x.shape, w.shape, None, 1, 1, 1, 1).geometry
+    problem = Problem(g, "forward", "float32")
+    first = planner.plan(problem, queue, "auto")
+
+    def refuse(*args, **kwargs):
+        raise LaunchError(f"kernel of {first.algorithm}: the driver refused the launch (simulated)")
+
+    monkeypatch.setattr(first, "run", refuse)
+    y = clconv.conv2d(x, w, padding=1)
+    assert_matches(y, reference.forward(g, x, w), g.reduction_length)
+
+    entry = tuning.lookup(queue.device, problem.key())
+    assert entry is not None and entry["failed"], "the refused candidate was not recorded"
+    assert entry["failed"][-1].startswith(first.algorithm)
+    again = planner.plan(problem, queue, "auto")
+    assert again is not first
+    assert_matches(clconv.conv2d(x, w, padding=1), reference.forward(g, x, w), g.reduction_length)
+
+
+def test_named_algorithm_launch_failure_is_raised(queue, rng, monkeypatch):
+    x, w = random(rng, (1, 2, 5, 5)), random(rng, (2, 2, 3, 3))
+    g = resolve_conv(2, x.shape, w.shape, None, 1, 0, 1, 1).geometry
+    runner = planner.plan(Problem(g, "forward", "float32"), queue, "direct")
+
+    def refuse(*args, **kwargs):
+        raise LaunchError("simulated refusal")
+
+    monkeypatch.setattr(runner, "run", refuse)
+    with pytest.raises(LaunchError, match="simulated refusal"):
+        clconv.conv2d(x, w, algorithm="direct")

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 TEMPLATES = sorted(p.name for p in (REPO / "clconv" / "kernels").glob("*.mako"))
 
 CHILD = r"""

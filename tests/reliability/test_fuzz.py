@@ -9,6 +9,7 @@
   an independent statement of PyTorch's rules says which are valid; those must give the shape the
   formula gives, the others must raise ValueError/TypeError.
 
+Outputs and inputs of the valid calls are the one guard helper's views (tests/helpers.py ``guarded``).
 Profiles: ``ci`` (default, seconds) and ``long`` (``CLCONV_FUZZ_PROFILE=long``, used by scripts/fuzz;
 ``CLCONV_FUZZ_EXAMPLES`` overrides the example count).  Each test prints how many cases it ran.
 """
@@ -17,6 +18,8 @@ from __future__ import annotations
 
 import math
 import os
+import sys
+from pathlib import Path
 
 import numpy as np
 import pyopencl.array as cl_array
@@ -27,11 +30,14 @@ from hypothesis import strategies as st
 import clconv
 from clconv import reference as _reference
 from clconv.algorithms import REGISTRY
-from clconv.plan import Problem
 from clconv.geometry import resolve_conv
+from clconv.passes import OPS, PASS_TABLE
+from clconv.plan import Problem
 
-from helpers import assert_matches
-from reliability_cases import SENTINEL, check_guards, guarded
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for `python tests/reliability/test_fuzz.py`
+
+from cases import op_function
+from helpers import assert_matches, guarded
 
 QUEUE = clconv.default_queue()
 
@@ -69,17 +75,7 @@ def report_counts():
     print(f"\nclconv-fuzz ({PROFILE}): " + ", ".join(f"{k}={v}" for k, v in sorted(COUNTS.items())))
 
 
-OPS = ("conv", "conv_input", "conv_weight", "conv_transpose", "conv_transpose_input", "conv_transpose_weight")
-PASS_OF = {"conv": "forward", "conv_input": "backward_data", "conv_weight": "backward_weight",
-           "conv_transpose": "backward_data", "conv_transpose_input": "forward",
-           "conv_transpose_weight": "backward_weight"}
-
-
-def _fn(op: str, ndim: int):
-    suffix = {"conv": "", "conv_input": "_input", "conv_weight": "_weight"}
-    if op.startswith("conv_transpose"):
-        return getattr(clconv, f"conv_transpose{ndim}d{op[len('conv_transpose'):]}")
-    return getattr(clconv, f"conv{ndim}d{suffix[op]}")
+FAMILIES = tuple(OPS)  # conv, conv_input, conv_weight, conv_transpose, conv_transpose_input, conv_transpose_weight
 
 
 @st.composite
@@ -111,7 +107,7 @@ def _out_size(c):
                  for i, k, s, d, (b, e) in zip(c["in_size"], c["kernel"], c["stride"], c["dilation"], c["pads"]))
 
 
-@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("op", FAMILIES)
 @settings(max_examples=max(1, settings().max_examples // 6))  # ci: 2 per op (each builds kernels)
 @given(c=geometries(), data=st.data())
 def test_random_valid_calls_match_the_reference(op, c, data):
@@ -123,7 +119,7 @@ def test_random_valid_calls_match_the_reference(op, c, data):
     yshape = (c["batch"], c["cout"], *out_size)
     g = resolve_conv(ndim, xshape, wshape, None, c["stride"], c["padding"], c["dilation"], c["groups"]).geometry
     assert g.user_out_size == out_size
-    pass_ = PASS_OF[op]
+    pass_ = OPS[op].pass_
     bias = c["bias"] and op in ("conv", "conv_transpose")
     problem = Problem(g, pass_, c["dtype"], bias=bias)
     serving = [n for n in clconv.algorithms(pass_) if REGISTRY[n].decline_reason(problem, DEVICE) is None]
@@ -131,19 +127,20 @@ def test_random_valid_calls_match_the_reference(op, c, data):
     x, w, dy = (rng.standard_normal(s).astype(dtype) for s in (xshape, wshape, yshape))
     outs = []
 
-    def dev(a):  # inputs are views into NaN-guarded buffers: an out-of-bounds read shows as NaN
-        return a if a is None or a.size == 0 else guarded(QUEUE, a.shape, np.nan, inner=a, dtype=dtype)[1]
+    def dev(a):  # inputs are views into NaN-margined buffers: an out-of-bounds read shows as NaN
+        if a is None or a.size == 0:
+            return a
+        outs.append(guarded(QUEUE, a.shape, dtype, inner=a))
+        return outs[-1].view
 
-    def poisoned(queue, shape, dtype):  # out is a NaN-poisoned view between sentinel guards
+    def poisoned(queue, shape, dtype):  # out is a NaN-poisoned view between sentinel margins
         if not math.prod(shape):  # an empty batch: nothing to guard
             return cl_array.empty(queue, shape, dtype)
-        big, view = guarded(queue, shape, SENTINEL, dtype=dtype)
-        view.fill(np.nan)
-        outs.append((big, view.size))
-        return view
+        outs.append(guarded(queue, shape, dtype))
+        return outs[-1].view
 
     common = dict(stride=c["stride"], dilation=c["dilation"], groups=c["groups"], algorithm=algorithm)
-    fn = _fn(op, ndim)
+    fn = op_function(op, ndim)
     if op == "conv":
         b = rng.standard_normal(c["cout"]).astype(dtype) if bias else None
         expected, ref = yshape, reference.forward(g, x, w, b)
@@ -178,15 +175,14 @@ def test_random_valid_calls_match_the_reference(op, c, data):
             out = poisoned(QUEUE, expected, dtype)
             got = fn(dev(dy), wshape, dev(x), out=out, **tcommon)
     assert got is out and tuple(got.shape) == tuple(expected)
-    for big, n in outs:
-        check_guards(big, n, SENTINEL)
+    for margined in outs:
+        margined.check()
     if g.batch == 0:  # nothing to convolve: empty activations, and a weight gradient of zeros
         host = got.get()
         assert host.size == 0 or (pass_ == "backward_weight" and not host.any()), host
         _count(f"valid_{op}")
         return
-    length = g.batch * g.out_pixels if pass_ == "backward_weight" else g.reduction_length * g.kernel_volume
-    assert_matches(got, ref, max(length, 1), dtype)
+    assert_matches(got, ref, max(PASS_TABLE[pass_].reduction_length(g), 1), dtype)
     _count(f"valid_{op}")
 
 

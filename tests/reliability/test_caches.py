@@ -1,8 +1,11 @@
-"""The program cache (clconv/builder.py): which layer serves a program, and that each layer can fail
-a test.  Memory hits are checked in this process; disk hits, corrupt entries and template edits in
-fresh subprocesses (a cold memory cache, ``POCL_KERNEL_CACHE=0`` so PoCL's own cache hides
-nothing), each with its own ``CLCONV_CACHE_DIR``.  A subprocess that must hit the disk cache has
-its source-build path replaced by one that raises, so a hit that rebuilds fails loudly."""
+"""The caches: the program cache (clconv/builder.py), which layer serves a program, and that each
+layer can fail a test; the planner's memo of choices (a changed setting is a new choice;
+``clconv.clear_caches()`` empties every cache); edited user templates, in a new process and in this one.
+
+Memory hits are checked in this process; disk hits, corrupt entries and template edits in fresh
+subprocesses (a cold memory cache, ``POCL_KERNEL_CACHE=0`` so PoCL's own cache hides nothing), each
+with its own ``CLCONV_CACHE_DIR``.  A subprocess that must hit the disk cache has its source-build
+path replaced by one that raises, so a hit that rebuilds fails loudly."""
 
 from __future__ import annotations
 
@@ -18,14 +21,15 @@ import pyopencl as cl
 import pytest
 
 import clconv
-from clconv import builder, reference
+from clconv import builder, caches, planner, reference, tuning
 from clconv.builder import BuildError, ProgramCache, stats
-from clconv.geometry import resolve_conv
+from clconv.geometry import ConvGeometry, resolve_conv
+from clconv.plan import Problem
 from clconv.templates import builtin_template_dir
 
 from helpers import assert_matches, poisoned, random
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 # Runs one conv2d in a fresh interpreter and prints the builder's counters, the error against the
 # float64 reference, the warnings raised and the rendered sources' hashes.
@@ -328,3 +332,57 @@ def test_build_failure_raises_build_error_with_log_and_source(monkeypatch, tmp_p
     assert str(error.source_path) in str(error) and "direct" in str(error)
     assert error.source_path.is_relative_to(cache)
     assert entries(cache) == [], "a failed build left a cache entry"
+
+
+def test_edit_in_the_same_process_is_picked_up(tmp_path, monkeypatch, rng):
+    """An edited user template takes effect in the running process (not only in a new one): the
+    prepared-kernel caches key on ``clconv.templates.generation()`` (the user templates' times and
+    sizes) and Mako's compiled modules are named by file time and size, so an edit made within the
+    same second as the previous build is still seen."""
+    store = "    y_base[y_off + nc * CLC_OP + p] = acc;"
+    folder = _user_templates(tmp_path, "direct.mako")
+    monkeypatch.setenv("CLCONV_TEMPLATE_PATH", str(folder))
+    monkeypatch.setenv("CLCONV_CACHE_DIR", str(tmp_path / "cache"))  # the edited program is on no disk yet
+    x, w = random(rng, (1, 2, 5, 5)), random(rng, (3, 2, 3, 3))
+    g = resolve_conv(2, x.shape, w.shape, None, 1, 1, 1, 1).geometry
+    ref = reference.forward(g, x, w)
+
+    np.testing.assert_allclose(clconv.conv2d(x, w, padding=1, algorithm="direct"), ref, rtol=1e-5, atol=1e-5)
+    source = (folder / "direct.mako").read_text()
+    assert store in source, "the forward store line of direct.mako changed; update this test"
+    (folder / "direct.mako").write_text(source.replace(store, "    y_base[y_off + nc * CLC_OP + p] = acc + 1;"))
+
+    builds = stats.source_builds
+    edited = clconv.conv2d(x, w, padding=1, algorithm="direct")
+    assert stats.source_builds == builds + 1, "the edited template was not rebuilt"
+    np.testing.assert_allclose(edited, ref + 1, rtol=1e-5, atol=1e-5)
+    assert "acc + 1" in clconv.render(clconv.conv2d, x, w, padding=1, algorithm="direct")
+
+
+# -- the planner's memo of choices and clear_caches ---------------------------------------------------------
+
+
+def test_a_changed_variable_changes_the_plan(monkeypatch, queue, tmp_path):
+    """A variable set mid-process reaches the planner's key (it is read on every call)."""
+    problem = Problem(ConvGeometry.make(2, 1, 1, 2, 3, (5, 5), (3, 3), pad_begin=(1, 1), pad_end=(1, 1)),
+                      "forward", "float32")
+    monkeypatch.setenv("CLCONV_TUNE", "0")
+    monkeypatch.setenv("CLCONV_CACHE_DIR", str(tmp_path))  # no choice stored for the problem yet
+    tuning.forget_memory()
+    first = planner.plan(problem, queue)  # chooses and stores the choice (a new tuning generation)
+    before = caches.sizes()["choices"]
+    assert planner.plan(problem, queue) is first
+    assert planner.plan(problem, queue) is first
+    assert caches.sizes()["choices"] == before + 1, "the stored choice is remembered once, then hit"
+    before += 1
+    monkeypatch.setenv("CLCONV_WORKSPACE_LIMIT", str(1 << 30))
+    planner.plan(problem, queue)
+    assert caches.sizes()["choices"] == before + 1, "a new workspace limit is a new choice"
+
+
+def test_clear_caches_empties_every_cache(queue):
+    problem = Problem(ConvGeometry.make(1, 1, 1, 2, 2, (6,), (3,)), "forward", "float32")
+    planner.plan(problem, queue)
+    assert caches.sizes()["choices"] and caches.sizes()["programs"]
+    clconv.clear_caches()
+    assert not any(caches.sizes().values()), caches.sizes()

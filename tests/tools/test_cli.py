@@ -226,7 +226,7 @@ def test_console_script_is_declared():
     from pathlib import Path
 
     config = configparser.ConfigParser()
-    config.read(Path(__file__).resolve().parent.parent / "setup.cfg")
+    config.read(Path(__file__).resolve().parents[2] / "setup.cfg")
     assert "clconv = clconv.tools.cli:main" in config["options.entry_points"]["console_scripts"]
 
 

@@ -1,6 +1,6 @@
 """One test per row of the argument-check table in docs/reliability.md.
 
-``ROWS`` *is* the table: ``python tests/test_checks.py`` prints it as Markdown, and
+``ROWS`` *is* the table: ``python tests/reliability/test_checks.py`` prints it as Markdown, and
 ``test_docs_table_lists_every_row`` fails when the docs miss a row.  Every bad call must raise the
 listed exception with a message matching the pattern (which names the argument and shows the
 value), and must build nothing.  The last rows are inputs that are *handled* rather than refused
@@ -25,6 +25,7 @@ from clconv.geometry import resolve_conv
 
 F32 = np.float32
 HERE = Path(__file__).resolve().parent
+DOCS = HERE.parents[1] / "docs"
 
 
 def t(*shape, dtype=F32):
@@ -169,17 +170,25 @@ def test_result_just_past_max_allocation_is_refused():
 
 
 def test_non_contiguous_numpy_is_copied_and_correct():
+    """Strided numpy views (every other column; and channels reversed, a negative stride) are read as
+    their values."""
     x = t(1, 4, 5, 10)[:, :, :, ::2]
     assert not x.flags.c_contiguous
     g = resolve_conv(2, x.shape, W.shape, None, 1, 1, 1, 2).geometry
     np.testing.assert_allclose(conv(input=x, bias=None), reference.forward(g, x, W), atol=1e-4)
+    reversed_channels = t(1, 4, 5, 10)[:, ::-1, :, ::2]
+    assert reversed_channels.strides[1] < 0
+    np.testing.assert_allclose(conv(input=reversed_channels, bias=None),
+                               reference.forward(g, np.ascontiguousarray(reversed_channels), W), atol=1e-4)
 
 
 def test_empty_batch_gives_empty_result_and_zero_weight_gradient():
     x, dy = t(0, 4, 5, 5), t(0, 6, 5, 5)
+    builds = stats.source_builds
     assert conv(input=x).shape == (0, 6, 5, 5)
     dw = conv_weight(input=x, grad_output=dy)
     assert dw.shape == (6, 2, 3, 3) and not dw.any()
+    assert stats.source_builds == builds, "an empty batch built a kernel"
 
 
 @pytest.mark.parametrize("algorithm", ["direct", "im2col", "implicit_gemm"])
@@ -202,9 +211,9 @@ def test_nan_and_inf_propagate_as_ieee_says(algorithm):
 
 
 def test_docs_table_lists_every_row():
-    text = (HERE.parent / "docs" / "reliability.md").read_text()
+    text = (DOCS / "reliability.md").read_text()
     missing = [name for name, *_ in ROWS if f"`{name}`" not in text]
-    assert not missing, f"docs/reliability.md lacks rows {missing}: regenerate with python tests/test_checks.py"
+    assert not missing, f"docs/reliability.md lacks rows {missing}: regenerate with python tests/reliability/test_checks.py"
 
 
 def markdown() -> str:

@@ -19,7 +19,7 @@ import clconv
 
 EPS = 1e-3
 # The direct kernels: the point here is each op's backward against its own forward, and they build
-# fastest; every algorithm is compared with the references in test_backward.py / test_transposed.py.
+# fastest; every algorithm is compared with the references in tests/algorithms/test_matrix.py.
 ALGORITHM = "direct"
 
 

@@ -1,4 +1,4 @@
-"""Exact arithmetic and determinism (benchdnn's trick).
+"""Exact arithmetic and determinism (benchdnn's trick), over the reliability set (tests/cases.py ``COVER``).
 
 Inputs are small integers, so every product and every partial sum is an integer far below 2**24:
 float32 computes them exactly in any order, and the result must equal the float64 reference *bit
@@ -16,11 +16,11 @@ import pytest
 import clconv
 from clconv.algorithms import REGISTRY
 
-from helpers import poisoned, random
-from reliability_cases import every_pass_algorithm, operand_shapes, param_id, reference_result, result_shape, run
+from cases import COVER, every_pass_algorithm, param_id
+from helpers import poisoned
 
 DEVICE = clconv.default_queue().device
-COMBOS = every_pass_algorithm(DEVICE)
+COMBOS = every_pass_algorithm(DEVICE, COVER)
 DETERMINISTIC = [c for c in COMBOS if REGISTRY[c[2]].deterministic]
 
 
@@ -34,13 +34,13 @@ def small_integers(rng, shape):
 
 @pytest.mark.parametrize("case,pass_,algorithm", COMBOS, ids=[param_id(*c) for c in COMBOS])
 def test_small_integers_give_bit_exact_results(queue, rng, case, pass_, algorithm):
-    operands = {name: small_integers(rng, shape) for name, shape in operand_shapes(case, pass_).items()}
-    ref = reference_result(case, pass_, operands)
+    operands = case.operands(pass_, rng, small_integers)
+    ref = case.reference(pass_, operands)
     assert np.array_equal(ref, np.round(ref)) and np.abs(ref).max() < 2**24, "reference left the exact range"
     expected = ref.astype(np.float32)
     for attempt in range(2):
-        out = poisoned(queue, result_shape(case, pass_))
-        got = run(case, pass_, algorithm, operands, out=out).get()
+        out = poisoned(queue, case.result_shape(pass_))
+        got = case.run(pass_, operands, algorithm=algorithm, out=out).get()
         wrong = np.flatnonzero(got != expected)  # NaN (unwritten) compares unequal too
         assert wrong.size == 0, (
             f"run {attempt}: {wrong.size} of {got.size} elements differ from the exact result, first at flat "
@@ -50,11 +50,11 @@ def test_small_integers_give_bit_exact_results(queue, rng, case, pass_, algorith
 
 @pytest.mark.parametrize("case,pass_,algorithm", DETERMINISTIC, ids=[param_id(*c) for c in DETERMINISTIC])
 def test_deterministic_algorithms_repeat_bit_for_bit(queue, rng, case, pass_, algorithm):
-    operands = {name: random(rng, shape) for name, shape in operand_shapes(case, pass_).items()}
+    operands = case.operands(pass_, rng)
     results = []
     for _ in range(2):
-        out = poisoned(queue, result_shape(case, pass_))
-        results.append(run(case, pass_, algorithm, operands, out=out).get())
+        out = poisoned(queue, case.result_shape(pass_))
+        results.append(case.run(pass_, operands, algorithm=algorithm, out=out).get())
     assert np.isfinite(results[0]).all()
     first, second = (r.view(np.uint32) for r in results)
     differ = np.count_nonzero(first != second)
@@ -64,9 +64,9 @@ def test_deterministic_algorithms_repeat_bit_for_bit(queue, rng, case, pass_, al
 def test_exact_check_can_fail(queue, rng):
     """The bit-exact comparison notices a one-ulp change (so the test above can fail)."""
     case, pass_, algorithm = COMBOS[0]
-    operands = {name: small_integers(rng, shape) for name, shape in operand_shapes(case, pass_).items()}
-    got = run(case, pass_, algorithm, operands)
-    expected = reference_result(case, pass_, operands).astype(np.float32)
+    operands = case.operands(pass_, rng, small_integers)
+    got = case.run(pass_, operands, algorithm=algorithm)
+    expected = case.reference(pass_, operands).astype(np.float32)
     assert np.array_equal(got, expected)
     nudged = got.copy()
     nudged.ravel()[0] = np.nextafter(nudged.ravel()[0], np.float32(np.inf))

@@ -1,0 +1,60 @@
+"""``algorithm='auto'``: with tuning on it measures the candidates of a new problem, stores the
+winner and runs it; with tuning off (the suite's default) the heuristic's choice serves every kind
+of geometry.  Both against the float64 reference.  (auto on every case of the gradients and the
+transposed ops: test_matrix.py; past failing candidates: tests/reliability/test_robustness.py.)"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from clconv import planner, tuning
+from clconv.algorithms import REGISTRY
+from clconv.builder import stats
+
+from cases import FORWARD_CASES, Case
+from helpers import assert_matches, poisoned
+
+
+def test_auto_with_tuning_measures_and_remembers(monkeypatch, tmp_path, queue, rng):
+    monkeypatch.setenv("CLCONV_TUNE", "1")
+    monkeypatch.setenv("CLCONV_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(planner, "MAX_CONFIGS_PER_ALGORITHM", 1)  # one build per algorithm: PoCL is slow
+    case = Case(2, 1, 3, 4, (6, 5), (2, 3), 1, ((0, 1), (1, 0)), bias=True, note="tuned")  # used nowhere else
+    operands = case.operands("conv", rng)
+    expected = case.expected("conv", operands)
+    problem = case.problem("conv")
+    assert tuning.lookup(queue.device, problem.key()) is None
+
+    y = case.call("conv", operands, out=poisoned(queue, expected.shape))
+    assert_matches(y, expected, case.reduction_length("conv"))
+
+    entry = tuning.lookup(queue.device, problem.key())
+    assert entry is not None and entry["measured"] is True
+    assert entry["algorithm"] in REGISTRY
+    assert REGISTRY[entry["algorithm"]].decline_reason(problem, queue.device) is None
+    assert len(entry["times_ms"]) >= 2, "tuning measured fewer than two candidates"
+    stored = json.loads(tuning.database_path(queue.device).read_text())["entries"]
+    assert stored[problem.key()]["algorithm"] == entry["algorithm"]
+
+    # the second call uses the remembered choice: no measuring, no build
+    builds = stats.source_builds
+    y2 = case.call("conv", operands)
+    assert stats.source_builds == builds
+    assert_matches(y2, expected, case.reduction_length("conv"))
+
+
+def _by_note(note: str) -> Case:
+    (case,) = [c for c in FORWARD_CASES if c.note == note]
+    return case
+
+
+@pytest.mark.parametrize("note", ["1x1-strided-grouped", "depthwise", "grouped-asymmetric"])
+def test_auto_without_tuning_serves_every_case_kind(queue, rng, note):
+    """auto never fails where an algorithm serves: a pointwise, a depthwise and a 3D case."""
+    case = _by_note(note)
+    operands = case.operands("conv", rng)
+    expected = case.expected("conv", operands)
+    y = case.call("conv", operands, out=poisoned(queue, expected.shape, case.dtype))
+    assert_matches(y, expected, case.reduction_length("conv"), case.dtype)

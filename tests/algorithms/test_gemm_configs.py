@@ -1,0 +1,192 @@
+"""The GEMM-based algorithms (implicit_gemm, gemm1x1, im2col, splitk) in their tile configurations,
+below the public ops (helpers.run_prepared: a prepared algorithm against the float64 reference):
+
+* the GPU tiles (kernels/gemm.mako): vector widths 1/2/4, tiles that do and do not divide the
+  matrices, load loops whose trip count does not divide the tile, with and without pipelining;
+* the CPU GEMM (kernels/gemm_cpu.mako: no local memory, explicit vectors along N): row-read (vload)
+  and lane-by-lane paths, remainders in M and N, runs that cross image boundaries, packed weights;
+* im2col's batch chunks under a workspace limit, and split-K's cut of the weight gradient's
+  contraction (through the public ops as well).
+
+Which configuration the planner offers a device: tests/unit/test_gemm_tiles.py.
+"""
+
+from __future__ import annotations
+
+import pyopencl.array as cl_array
+import pytest
+
+import clconv
+from clconv.algorithms import REGISTRY
+from clconv.algorithms.gemm import TILE_KEYS, cpu_config
+from clconv.passes import PASSES
+from clconv.plan import Problem
+
+from cases import SPLITK_CASE, Case, geometry, splitk_expected_to_serve
+from helpers import assert_matches, poisoned, run_prepared
+
+ODD_3X3 = "n2g1c5o7i9x9k3x3s1x1p1x1d1x1"        # M = 7 (a remainder for WM = 4), 81 pixels: runs of 8/16 cross images
+GROUPED = "n2g2c8o12i10x10k3x3s2x2p1x1d2x2"     # groups, stride, dilation
+DECONV = "n2g1c6o4i5x5k4x4s2x2p1x1e16x16d1x1"   # a transposed-conv-like layer: output larger than input
+ODD_1X1 = "n3g1c6o10i5x5k1x1s1x1p0x0d1x1"       # stride 1: B rows read with vload, 25-pixel images
+STRIDED_1X1 = "n2g1c6o5i7x7k1x1s2x2p0x0d1x1"    # stride 2: no row form, lane-by-lane
+TINY_IMAGES = "n8g1c5o7i2x2k1x1s1x1p0x0d1x1"    # 2x2 images: a 16-lane run of N spans four images
+LONG_CONTRACTION = "n4g1c6o10i16x16k3x3s1x1p1x1d1x1"  # weight gradient's contraction 1024: 4 pieces of 256
+EXACT_1X1 = "n2g1c16o32i8x8k1x1s1x1p0x0d1x1"    # M=32, N=128, K=16: divides TM=32, TN=64, TK=16 (no bounds checks)
+
+
+def _run(queue, rng, tag, pass_, algorithm, config, bias=False, dtype="float32"):
+    run_prepared(queue, rng, Problem(geometry(tag), pass_, dtype, bias=bias), REGISTRY[algorithm], config)
+
+
+# -- the GPU tiles ------------------------------------------------------------------------------------
+
+TILES = {
+    # TM, TN, TK, WM, WN, VW, PIPE
+    "vw4-uneven-loads": (24, 32, 8, 4, 4, 4, 1),  # 48 work-items: the B tile's 256 loads do not divide
+    "vw2": (32, 64, 16, 2, 4, 2, 1),
+    "vw4-nopipe": (24, 32, 8, 4, 4, 4, 0),
+    "vw1": (16, 16, 8, 2, 2, 1, 1),
+}
+TILE_GEOMETRIES = {"k3p1-odd": ODD_3X3, "g2k3s2d2": GROUPED, "deconv-k4s2": DECONV}
+
+
+def _tile(name):
+    return dict(zip(TILE_KEYS, TILES[name]))
+
+
+# Every tile on every geometry, except the two variants that only change the vector width or the
+# pipelining: those run on one geometry (PoCL builds are slow).
+TILE_CASES = [
+    pytest.param(geometry_name, tile, id=f"{geometry_name}-{tile}")
+    for geometry_name in TILE_GEOMETRIES
+    for tile in TILES
+    if tile not in ("vw1", "vw4-nopipe") or geometry_name == "k3p1-odd"
+]
+
+
+@pytest.mark.parametrize("pass_", PASSES)
+@pytest.mark.parametrize("geometry_name, tile", TILE_CASES)
+def test_implicit_gemm_tiles(queue, rng, geometry_name, pass_, tile):
+    _run(queue, rng, TILE_GEOMETRIES[geometry_name], pass_, "implicit_gemm", _tile(tile))
+
+
+@pytest.mark.parametrize("pass_", PASSES)
+def test_exactly_tiled_1x1_without_bounds_checks(queue, rng, pass_):
+    _run(queue, rng, EXACT_1X1, pass_, "gemm1x1", dict(zip(TILE_KEYS, (32, 64, 16, 4, 8, 4, 0))))
+
+
+@pytest.mark.parametrize("pass_", PASSES)
+def test_im2col_with_vector_tiles(queue, rng, pass_):
+    _run(queue, rng, ODD_3X3, pass_, "im2col", _tile("vw4-uneven-loads"))
+
+
+def test_splitk_with_vector_tiles(queue, rng):
+    _run(queue, rng, LONG_CONTRACTION, "backward_weight", "splitk", {**_tile("vw4-uneven-loads"), "splits": 4})
+
+
+# -- the CPU GEMM -------------------------------------------------------------------------------------
+
+CPU = {"wm4-vn8": cpu_config(4, 8, 4), "wm8-vn16": cpu_config(8, 16, 8), "wm3-vn4": cpu_config(3, 4, 2)}
+
+
+@pytest.mark.parametrize("config", list(CPU))
+@pytest.mark.parametrize("pass_", PASSES)
+@pytest.mark.parametrize("algorithm", ["im2col", "implicit_gemm"])
+def test_cpu_gemm_3x3(queue, rng, algorithm, pass_, config):
+    _run(queue, rng, ODD_3X3, pass_, algorithm, CPU[config])
+
+
+@pytest.mark.parametrize("pass_", PASSES)
+@pytest.mark.parametrize("tag", [ODD_1X1, STRIDED_1X1], ids=["stride1", "stride2"])
+def test_cpu_gemm_1x1(queue, rng, tag, pass_):
+    _run(queue, rng, tag, pass_, "gemm1x1", CPU["wm4-vn8"])
+
+
+@pytest.mark.parametrize("pass_", PASSES)
+@pytest.mark.parametrize("tag", [GROUPED, DECONV], ids=["grouped", "deconv"])
+def test_cpu_gemm_grouped_and_transposed(queue, rng, tag, pass_):
+    _run(queue, rng, tag, pass_, "im2col", CPU["wm3-vn4"])
+
+
+@pytest.mark.parametrize("chunked", [False, True], ids=["whole-batch", "per-image"])
+@pytest.mark.parametrize("config", ["wm4-vn8", "wm8-vn16"])
+def test_cpu_gemm_weight_gradient_walks_dy_rows(queue, rng, monkeypatch, config, chunked):
+    # M = 8 divides WM: the weight gradient's A (dy rows) is walked with a pointer, image by image
+    if chunked:
+        monkeypatch.setenv("CLCONV_WORKSPACE_LIMIT", str(5 * 9 * 81 * 4))
+    _run(queue, rng, "n3g1c5o8i9x9k3x3s1x1p1x1d1x1", "backward_weight", "im2col", CPU[config])
+
+
+def test_cpu_gemm_splitk(queue, rng):
+    _run(queue, rng, LONG_CONTRACTION, "backward_weight", "splitk", {**CPU["wm4-vn8"], "splits": 4})
+
+
+def test_cpu_gemm_bias_and_batch_chunks(queue, rng, monkeypatch):
+    # a workspace for one image's columns: im2col runs the GEMM once per image (chunk > 0)
+    monkeypatch.setenv("CLCONV_WORKSPACE_LIMIT", str(5 * 9 * 81 * 4))
+    for pass_ in PASSES:
+        problem = Problem(geometry(ODD_3X3), pass_, "float32", bias=pass_ != "backward_weight")
+        assert REGISTRY["im2col"].chunk_batch(problem, queue.device, CPU["wm4-vn8"]) == 1
+        run_prepared(queue, rng, problem, REGISTRY["im2col"], CPU["wm4-vn8"])
+    for pass_ in ("forward", "backward_data"):
+        _run(queue, rng, ODD_1X1, pass_, "gemm1x1", CPU["wm3-vn4"], bias=True)
+
+
+def test_cpu_gemm_float64(queue, rng):
+    if not queue.device.double_fp_config:
+        pytest.skip("no fp64 on this device")
+    _run(queue, rng, ODD_1X1, "forward", "gemm1x1", CPU["wm3-vn4"], dtype="float64")
+
+
+@pytest.mark.parametrize("pass_", ("forward", "backward_data"))
+@pytest.mark.parametrize("algorithm", ["gemm1x1", "im2col", "implicit_gemm"])
+def test_images_smaller_than_a_vector(queue, rng, algorithm, pass_):
+    _run(queue, rng, TINY_IMAGES, pass_, algorithm, CPU["wm8-vn16"])
+
+
+# -- im2col's batch chunks and split-K, through the public ops -------------------------------------------
+
+CHUNKED = Case(2, 3, 2, 3, (5, 6), (2, 3), 1, (0, 1))
+
+
+@pytest.mark.parametrize("family", ["conv_input", "conv_weight"])
+def test_im2col_batch_chunks(queue, rng, monkeypatch, family):
+    """A workspace limit of one image's column buffer makes im2col run the batch in 3 chunks (the
+    plan: tests/unit/test_plans.py): the data gradient folds each chunk, the weight gradient
+    accumulates them in launch order."""
+    g = CHUNKED.geometry
+    monkeypatch.setenv("CLCONV_WORKSPACE_LIMIT", str(g.in_channels * g.kernel_volume * g.out_pixels * 4))
+    assert REGISTRY["im2col"].chunk_batch(CHUNKED.problem(family), queue.device) == 1
+    operands = CHUNKED.operands(family, rng)
+    out = poisoned(queue, CHUNKED.result_shape(family))
+    got = CHUNKED.call(family, operands, algorithm="im2col", out=out)
+    assert_matches(got, CHUNKED.expected(family, operands), CHUNKED.reduction_length(family))
+
+
+def test_splitk_runs_where_the_contraction_cuts_evenly(queue, rng):
+    """batch 2 x 16x16 output pixels = 512 = 2 pieces of 256: split-K serves and is right, on device
+    Arrays in and out; it runs two kernels (the GEMM over pieces and the reduction)."""
+    case = SPLITK_CASE
+    assert splitk_expected_to_serve(case.reduction_length("conv_weight"))
+    operands = case.operands("conv_weight", rng)
+    arrays = {role: cl_array.to_device(queue, value) for role, value in operands.items()}
+    out = poisoned(queue, case.weight_shape)
+    got = case.call("conv_weight", arrays, algorithm="splitk", out=out)
+    assert got is out
+    expected = case.expected("conv_weight", operands)
+    assert_matches(got, expected, case.reduction_length("conv_weight"))
+    source = clconv.render(clconv.conv2d_weight, arrays["x"], case.weight_shape, arrays["dy"], **case.conv_args(),
+                           algorithm="splitk")
+    assert "clc_gemm" in source and "clc_splitk_sum" in source
+    # auto without tuning takes the heuristic's first choice; it must agree too
+    assert_matches(case.call("conv_weight", operands), expected, case.reduction_length("conv_weight"))
+
+
+def test_conv_transpose_weight_splitk(queue, rng):
+    """The transposed twin of the split-K geometry: 2 x 16x16 transposed-input pixels cut in two."""
+    case = SPLITK_CASE
+    operands = case.operands("conv_transpose_weight", rng)
+    arrays = {role: cl_array.to_device(queue, value) for role, value in operands.items()}
+    got = case.call("conv_transpose_weight", arrays, algorithm="splitk", out=poisoned(queue, case.weight_shape))
+    assert_matches(got, case.expected("conv_transpose_weight", operands), case.reduction_length("conv_transpose_weight"))

@@ -1,0 +1,77 @@
+"""The bench and tune commands (clconv/tools/bench.py): a checked benchmark run writes its JSON and
+CSV, runs merge by each library's fastest time, and tune measures, stores and then skips a layer."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+import clconv
+from clconv import tuning
+from clconv.algorithms import REGISTRY
+from clconv.plan import Problem
+from clconv.tools.shapes import parse_descriptor
+
+
+def test_bench_checks_and_writes_outputs(tmp_path, capsys):
+    from clconv.tools.bench import main
+
+    out = tmp_path / "b.json"
+    csv_path = tmp_path / "b.csv"
+    rc = main(["mb2ic3ih6oc4oh6kh3ph1", "--passes", "forward", "--check", "--no-torch", "--repeats", "2",
+               "--quiet", "--json", str(out), "--csv", str(csv_path)])
+    assert rc == 0
+    data = json.loads(out.read_text())
+    (row,) = data["rows"]
+    assert row["pass_"] == "forward" and row["ms"] > 0 and row["error"] < 1e-5
+    from clconv.device import is_gpu
+
+    if not is_gpu(clconv.default_queue().device):
+        assert np.isfinite(row["numpy_ms"])  # CPU device: the NumPy baseline is timed
+    assert csv_path.read_text().count("\n") == 2
+    assert "GFLOP/s" in capsys.readouterr().out
+
+
+def test_tune_measures_and_stores(tmp_path, monkeypatch, capsys, queue):
+    from clconv.tools.bench import tune_main
+
+    from clconv import planner
+
+    monkeypatch.setenv("CLCONV_TUNE", "1")
+    monkeypatch.setenv("CLCONV_CACHE_DIR", str(tmp_path / "cache"))  # nothing tuned yet
+    tuning.forget_memory()
+    monkeypatch.setattr(planner, "MAX_CANDIDATES", 2)  # two builds: PoCL builds are slow
+    desc = "mb1ic4ih5oc3oh5kh1ph0"
+    out = tmp_path / "t.json"
+    assert tune_main([desc, "--passes", "backward_data", "--quiet", "--json", str(out)]) == 0
+    data = json.loads(out.read_text())
+    (done,) = data["tuned"]
+    assert done["times_ms"] and done["algorithm"] in REGISTRY
+    g = parse_descriptor(desc).geometry
+    entry = tuning.lookup(queue.device, Problem(g, "backward_data", "float32").key())
+    assert entry["measured"] and entry["algorithm"] == done["algorithm"]
+    # a second run finds it tuned and measures nothing
+    assert tune_main([desc, "--passes", "backward_data", "--quiet"]) == 0
+    assert "1 already tuned" in capsys.readouterr().out
+
+
+def test_bench_merges_runs_taking_each_librarys_fastest_time(tmp_path, capsys):
+    from clconv.tools.bench import main
+    from clconv.tools.report import Row
+
+    def run(ms, ref_ms, numpy_ms, algorithm, error):
+        row = Row("l", "mb1ic2ih4oc2oh4kh3ph1", "forward", "fwd", algorithm=algorithm, ms=ms, ref_ms=ref_ms,
+                  numpy_ms=numpy_ms, error=error, ratio=ms / ref_ms)
+        return {"meta": {"device": "d", "reference": "torch-cpu"}, "rows": [row.__dict__]}
+
+    files = []
+    for i, data in enumerate([run(2.0, 1.0, 3.0, "im2col", 1e-7), run(1.5, 1.2, 2.5, "direct", 3e-7)]):
+        files.append(tmp_path / f"run{i}.json")
+        files[-1].write_text(json.dumps(data))
+    merged = tmp_path / "merged.json"
+    assert main(["--from-json", *map(str, files), "--json", str(merged)]) == 0
+    (row,) = json.loads(merged.read_text())["rows"]
+    assert (row["ms"], row["ref_ms"], row["numpy_ms"], row["algorithm"]) == (1.5, 1.0, 2.5, "direct")
+    assert row["ratio"] == 1.5 and row["error"] == 3e-7
+    assert "fastest of the runs" in capsys.readouterr().out

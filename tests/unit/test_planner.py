@@ -1,0 +1,110 @@
+"""The planner's choices without running anything: the heuristic order on CPUs and GPUs, the bounded
+candidate set, and algorithms that decline a problem, saying why (through the public ops too: a
+named algorithm that declines is a ValueError naming it, raised before anything is built)."""
+
+from __future__ import annotations
+
+import types
+
+import pyopencl as cl
+import pytest
+
+import clconv
+from clconv import planner
+from clconv.algorithms import REGISTRY
+from clconv.device import is_gpu
+from clconv.geometry import resolve_conv
+from clconv.passes import PASSES
+from clconv.plan import Problem
+from clconv.planner import candidates, heuristic_order
+
+from cases import GRADIENT_CASES, geometry
+from helpers import random
+
+ODD_3X3 = "n2g1c5o7i9x9k3x3s1x1p1x1d1x1"
+
+
+def _problem(tag: str, pass_: str = "forward") -> Problem:
+    return Problem(geometry(tag), pass_, "float32")
+
+
+def test_cpu_heuristic_prefers_column_buffers_and_1x1_gemms():
+    cpu = types.SimpleNamespace(type=cl.device_type.CPU)
+
+    def first(tag, pass_):
+        return heuristic_order(_problem(tag, pass_), cpu)[0]
+
+    assert [first(ODD_3X3, p) for p in PASSES] == ["im2col"] * 3
+    assert [first("n3g1c16o10i5x5k1x1s1x1p0x0d1x1", p) for p in PASSES] == ["gemm1x1", "gemm1x1", "im2col"]
+    assert first("n2g1c16o5i7x7k1x1s2x2p0x0d1x1", "forward") == "im2col"  # strided 1x1: no row form
+    assert [first("n2g6c6o6i7x7k3x3s1x1p1x1d1x1", p) for p in PASSES] == ["depthwise_rows"] * 3
+
+
+LARGE = ("n32g1c64o64i56x56k3x3s1x1p1x1d1x1", "n32g1c256o64i56x56k1x1s1x1p0x0d1x1",
+         "n32g144c144o144i56x56k3x3s1x1p1x1d1x1")
+
+
+def test_candidate_set_is_bounded_and_has_every_serving_algorithm(queue):
+    """At most MAX_CANDIDATES in the heuristic's order, then one configuration of each serving
+    algorithm those left out (so a new algorithm is measured when tuning): nothing else."""
+    for tag in LARGE:
+        for pass_ in PASSES:
+            problem = _problem(tag, pass_)
+            options = candidates(problem, queue.device)
+            names = [algorithm.name for algorithm, _ in options]
+            serving = {n for n in clconv.algorithms(pass_) if REGISTRY[n].decline_reason(problem, queue.device) is None}
+            assert set(names) == serving, (tag, pass_, names)
+            head, rest = names[:planner.MAX_CANDIDATES], names[planner.MAX_CANDIDATES:]
+            assert 1 <= len(head) and len(rest) == len(set(rest)) and not set(rest) & set(head), (tag, pass_, names)
+
+
+def test_heuristic_picks(queue):
+    def first(tag, pass_):
+        return candidates(_problem(tag, pass_), queue.device)[0][0].name
+
+    assert first(LARGE[1], "forward") == "gemm1x1"
+    # depthwise: `direct` measured fastest of these on the H200; the row kernel on CPUs
+    expected = "direct" if is_gpu(queue.device) else "depthwise_rows"
+    assert first(LARGE[2], "forward") == expected
+    assert first(LARGE[0], "forward") in ("implicit_gemm", "im2col")
+
+
+# -- declines ------------------------------------------------------------------------------------------
+
+
+def test_depthwise_declines_what_it_cannot_serve(queue):
+    dense = _problem("n2g1c4o4i5x5k3x3s1x1p1x1d1x1", "backward_weight")
+    assert "depthwise" in REGISTRY["depthwise"].decline_reason(dense, queue.device)
+    big = _problem("n1g2c2o2i9x9k7x7s1x1p3x3d1x1", "backward_weight")
+    assert "taps" in REGISTRY["depthwise"].decline_reason(big, queue.device)
+    assert "backward_weight" in REGISTRY["depthwise"].decline_reason(
+        Problem(dense.geometry, "forward", "float32"), queue.device)
+
+
+def test_depthwise_rows_declines_more_than_one_input_channel_per_group(queue):
+    g = resolve_conv(2, (1, 4, 5, 5), (4, 2, 3, 3), None, 1, 1, 1, 2).geometry
+    reason = REGISTRY["depthwise_rows"].decline_reason(Problem(g, "forward", "float32"), queue.device)
+    assert reason is not None and "C_in/groups = 1" in reason
+
+
+def test_gemm1x1_declines_padded_1x1(rng):
+    x = random(rng, (1, 2, 5, 5))
+    w = random(rng, (3, 2, 1, 1))
+    with pytest.raises(ValueError, match="gemm1x1"):
+        clconv.conv2d(x, w, padding=1, algorithm="gemm1x1")
+
+
+@pytest.mark.parametrize("algorithm,pass_,message", [
+    ("splitk", "backward_weight", "no even cut"),
+    ("gemm1x1", "backward_weight", "1x1"),
+    ("gemm1x1", "backward_data", "1x1"),
+])
+def test_declining_algorithm_raises_value_error_naming_it(rng, algorithm, pass_, message):
+    case = GRADIENT_CASES[1]  # 3x2 kernel, contraction 2 x 24 output pixels: too short to cut
+    x, w, dy = (random(rng, shape) for shape in (case.input_shape, case.weight_shape, case.output_shape))
+    with pytest.raises(ValueError, match=rf"'{algorithm}'.*{message}"):
+        if pass_ == "backward_weight":
+            clconv.conv2d_weight(x, case.weight_shape, dy, **case.conv_args(), algorithm=algorithm)
+        else:
+            clconv.conv2d_input(case.input_shape, w, dy, **case.conv_args(), algorithm=algorithm)
+

@@ -1,0 +1,83 @@
+"""Plans as data (clconv/plan.py): what an algorithm's plan for a problem holds, checked without
+rendering, building or running it.  Every plan of every algorithm over the reliability cases reads
+only its pass's operands (clconv.passes) and its own workspaces, and writes its result; and the
+plans whose shape is documented have the calls and workspaces the documentation says."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from clconv.algorithms import REGISTRY
+from clconv.plan import Arg, Plan, Problem
+
+from cases import COVER, SPLITK_CASE, Case, every_pass_algorithm, geometry, param_id
+
+def _args(plan: Plan) -> list[Arg]:
+    return [arg for call in plan.calls for arg in call.args if isinstance(arg, Arg)]
+
+
+@pytest.fixture(scope="module")
+def combos(queue):
+    """Every serving (case, pass, algorithm) of the reliability set (the device decides the configs)."""
+    return every_pass_algorithm(queue.device, COVER + [SPLITK_CASE])
+
+
+def test_every_plan_reads_its_operands_and_workspaces_and_writes_its_result(queue, combos):
+    assert combos
+    for case, pass_, name in combos:
+        problem = case.problem(pass_)
+        algorithm = REGISTRY[name]
+        for config in algorithm.configs(problem, queue.device):
+            plan = algorithm.plan(problem, config, queue.device)
+            label = f"{param_id(case, pass_, name)} {config}"
+            assert plan.problem == problem and plan.algorithm == name and plan.calls, label
+            spec = problem.spec
+            allowed = {*spec.inputs, spec.result, *plan.workspaces} | ({"bias"} if spec.takes_bias else set())
+            roles = [arg.role for arg in _args(plan)]
+            assert set(roles) <= allowed, (label, roles)
+            assert spec.result in roles, f"{label}: no call writes {spec.result}"
+            assert set(spec.inputs) <= set(roles), f"{label}: an input is never read"
+            assert all(size > 0 for size in plan.workspaces.values()), (label, plan.workspaces)
+            for arg in _args(plan):
+                if arg.fallback is not None:
+                    assert arg.fallback in allowed, label
+            for call in plan.calls:
+                assert call.local_size is None or len(call.local_size) == len(call.global_size), label
+                assert all(isinstance(a, (Arg, np.generic)) for a in call.args), label
+
+
+@pytest.mark.parametrize("pass_, fold", [("backward_data", "clc_col2im"), ("backward_weight", "clc_im2col")])
+def test_im2col_plan_runs_the_batch_in_chunks_that_fit_the_workspace_limit(queue, monkeypatch, pass_, fold):
+    """A workspace limit of one image's column buffer: im2col plans the batch of 3 as 3 chunks, each
+    filling and consuming the column buffer once (the CPU GEMM packs the weight once before them)."""
+    g = Case(2, 3, 2, 3, (5, 6), (2, 3), 1, (0, 1)).geometry  # test_gemm_configs.py's CHUNKED
+    monkeypatch.setenv("CLCONV_WORKSPACE_LIMIT", str(g.in_channels * g.kernel_volume * g.out_pixels * 4))
+    problem = Problem(g, pass_, "float32")
+    im2col = REGISTRY["im2col"]
+    assert im2col.chunk_batch(problem, queue.device) == 1
+    plan = im2col.plan(problem, im2col.configs(problem, queue.device)[0], queue.device)
+    entries = [call.entry for call in plan.calls]
+    packed = entries.count("clc_pack_a")
+    assert packed <= 1 and len(entries) == 2 * 3 + packed, entries
+    assert sum(fold in entry for entry in entries) == 3, entries
+    assert plan.workspaces["col"] == g.in_channels * g.kernel_volume * g.out_pixels * 4
+
+
+def test_splitk_plan_sums_its_pieces_in_a_second_kernel(queue):
+    problem = SPLITK_CASE.problem("backward_weight")
+    splitk = REGISTRY["splitk"]
+    config = splitk.configs(problem, queue.device)[0]
+    plan = splitk.plan(problem, config, queue.device)
+    g = problem.geometry
+    assert config["splits"] >= 2 and plan.calls[-1].entry == "clc_splitk_sum"
+    assert plan.workspaces["partial"] == config["splits"] * g.weight_elements * 4
+
+
+def test_depthwise_rows_weight_gradient_in_slices_plans_a_sum(queue):
+    problem = Problem(geometry("n1g2c2o4i3x4x18k2x3x3s1x1x1p1x1x1d1x1x1"), "backward_weight", "float32")
+    plan = REGISTRY["depthwise_rows"].plan(problem, {"vn": 16, "lx": 8, "slices": 3}, queue.device)
+    assert [call.entry for call in plan.calls] == ["clc_dw_rows_backward_weight", "clc_splitk_sum"]
+    assert plan.workspace_bytes == 3 * problem.geometry.weight_elements * 4
+    single = REGISTRY["depthwise_rows"].plan(problem, {"vn": 16, "lx": 8, "slices": 1}, queue.device)
+    assert len(single.calls) == 1 and not single.workspaces

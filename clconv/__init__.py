@@ -21,12 +21,13 @@ from .ops import (
 from .passes import PASSES
 from .runtime import LaunchError, release_workspaces
 from .templates import TemplateRenderError
+from .tensors import empty_cache
 
 __version__ = "0.1.0"
 
 __all__ = [
     "PASSES", "BuildError", "ConvGeometry", "LaunchError", "TemplateRenderError", "algorithms", "cache_dir",
-    "clear_caches",
+    "clear_caches", "empty_cache",
     "conv1d", "conv1d_input", "conv1d_weight", "conv2d", "conv2d_input", "conv2d_weight", "conv3d",
     "conv3d_input", "conv3d_weight", "conv_transpose1d", "conv_transpose1d_input", "conv_transpose1d_weight",
     "conv_transpose2d", "conv_transpose2d_input", "conv_transpose2d_weight", "conv_transpose3d",

@@ -104,7 +104,7 @@ def _execute(call: _Call) -> Tensor:
         operands[role], holder = to_operand(value, queue)
         keep_alive.append(holder)
     result = out if out is not None else empty_array(queue, static.result_shape, static.dtype,
-                                                     result_allocator(user))
+                                                     result_allocator(user, queue))
     operands[static.result_role], _ = to_operand(result, queue)
     wait_for = [e for v in user.values() if isinstance(v, cl_array.Array) for e in v.events] or None
     if out is not None:
@@ -388,7 +388,7 @@ def _bias_gradient(grad_output: Tensor, batched_shape: tuple[int, ...], queue: c
                           in_size=spatial, kernel=(1,) * len(spatial))
     runner = planner.bias_gradient_runner(Problem(g, "backward_weight", dtype.name), queue)
     operand, holder = to_operand(grad_output, queue)
-    result = empty_array(queue, (channels,), dtype, result_allocator({"grad_output": grad_output}))
+    result = empty_array(queue, (channels,), dtype, result_allocator({"grad_output": grad_output}, queue))
     db, _ = to_operand(result, queue)
     wait_for = list(grad_output.events) if isinstance(grad_output, cl_array.Array) else None
     events = runner.run(queue, {"dy": operand, "db": db}, wait_for=wait_for)

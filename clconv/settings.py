@@ -22,6 +22,7 @@ VARIABLES = {
     "CLCONV_NO_CACHE": "1: keep built programs and tuning results in memory only",
     "CLCONV_TUNE": "1: algorithm='auto' measures the candidates of a new problem; 0: heuristic order only",
     "CLCONV_WORKSPACE_LIMIT": "bytes of temporary buffers one call may use",
+    "CLCONV_RESULT_POOL": "0: results and numpy uploads are fresh driver allocations instead of a per-queue pool",
     "CLCONV_TEMPLATE_PATH": "directories searched for kernel templates before the built-in ones",
 }
 
@@ -58,6 +59,11 @@ def disk_cache_enabled() -> bool:
 def tuning_enabled() -> bool:
     """Measure candidates for ``algorithm='auto'`` unless ``CLCONV_TUNE=0``."""
     return _get("CLCONV_TUNE", "1").lower() not in _FALSE
+
+
+def result_pool_enabled() -> bool:
+    """Results and uploads come from a memory pool per queue unless ``CLCONV_RESULT_POOL=0``."""
+    return _get("CLCONV_RESULT_POOL", "1").lower() not in _FALSE
 
 
 def template_path() -> str:

@@ -12,7 +12,9 @@ from typing import Any
 import numpy as np
 import pyopencl as cl
 import pyopencl.array as cl_array
+import pyopencl.tools as cl_tools
 
+from . import settings
 from .caches import Cache
 from .device import default_queue, supports_fp64
 from .runtime import Operand
@@ -96,25 +98,52 @@ def check_allocation(name: str, shape: tuple[int, ...], dtype: np.dtype, queue: 
 
 
 def to_operand(value, queue: cl.CommandQueue) -> tuple[Operand, Any]:
-    """The device buffer and element offset of a tensor (uploading numpy); also what keeps it alive."""
+    """The device buffer and element offset of a tensor (uploading numpy into the queue's pool);
+    also what keeps it alive."""
     if isinstance(value, cl_array.Array):
         return Operand(value.base_data, value.offset // value.dtype.itemsize), value
-    device_array = cl_array.to_device(queue, np.ascontiguousarray(value))
+    device_array = cl_array.to_device(queue, np.ascontiguousarray(value), allocator=queue_pool(queue))
     return Operand(device_array.base_data, device_array.offset // device_array.dtype.itemsize), device_array
 
 
 _layouts: Cache[tuple[tuple[int, ...], int]] = Cache("layouts", maxsize=4096)  # (shape, dtype) -> (strides, size)
 
 
-def result_allocator(tensors: dict[str, Any]):
-    """The allocator of the first device Array among ``tensors`` that has one (pyopencl's own
-    convention for an operation's result), else None (a plain buffer per result).  A caller who
-    made its inputs with a ``pyopencl.tools.MemoryPool`` gets pooled results: a driver allocation
-    per call (tens of microseconds on NVIDIA's) is then gone, under pyopencl's rules for pools."""
+def result_allocator(tensors: dict[str, Any], queue: cl.CommandQueue):
+    """Where a result's memory comes from: the allocator of the first device Array among
+    ``tensors`` that has one (pyopencl's own convention for an operation's result), else the
+    queue's pool (:func:`queue_pool`), else None (a driver allocation per result)."""
     for value in tensors.values():
         if isinstance(value, cl_array.Array) and value.allocator is not None:
             return value.allocator
-    return None
+    return queue_pool(queue)
+
+
+def queue_pool(queue: cl.CommandQueue) -> cl_tools.MemoryPool | None:
+    """The memory pool of an in-order ``queue``: results and numpy uploads come from it, so that a
+    stream of calls makes no driver allocation per call (on NVIDIA's driver each one costs tens of
+    microseconds and stalls the queue).  A buffer goes back to the pool when its Array is dropped
+    and is handed out again for later work on the same queue, which runs after anything already
+    enqueued there: safe on one in-order queue.  (A result used on *another* queue must stay
+    referenced until that work is done, as with any pyopencl pool.)  None for out-of-order queues
+    and when ``CLCONV_RESULT_POOL=0``.  :func:`empty_cache` returns the held memory to the driver."""
+    pool = _pools.get(queue)
+    if pool is None:
+        in_order = not queue.properties & cl.command_queue_properties.OUT_OF_ORDER_EXEC_MODE_ENABLE
+        pool = _pools.put(queue, cl_tools.MemoryPool(cl_tools.ImmediateAllocator(queue)) if in_order else False)
+    return pool if pool is not False and settings.result_pool_enabled() else None
+
+
+_pools: Cache[Any] = Cache("pools", maxsize=8)  # in-order queue -> its MemoryPool (False: none)
+
+
+def empty_cache() -> None:
+    """Return the memory the queues' pools hold (freed results and uploads) to the driver; the
+    buffers of Arrays still alive stay theirs.  (``clear_caches`` drops the pools themselves.)"""
+    for key in _pools.keys():
+        pool = _pools.get(key)
+        if pool:
+            pool.free_held()
 
 
 def empty_array(queue: cl.CommandQueue, shape: tuple[int, ...], dtype: np.dtype, allocator=None) -> cl_array.Array:

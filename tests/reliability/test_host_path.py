@@ -13,7 +13,7 @@ from clconv import reference
 from clconv.geometry import ConvGeometry, resolve_conv
 from clconv.plan import Arg, KernelCall, KernelSource, Plan, Problem
 from clconv.runtime import Launch, Operand, Runner
-from clconv.tensors import empty_array
+from clconv.tensors import empty_array, queue_pool
 
 from helpers import assert_matches, random
 
@@ -124,7 +124,39 @@ def test_results_use_the_inputs_allocator(queue, rng):
     active = pool.active_blocks
     del y
     assert pool.active_blocks == active - 1  # the result's block went back to the pool
-    assert clconv.conv2d(cl_array.to_device(queue, x_host), w, padding=1).allocator is None
+    # inputs without an allocator: the queue's own pool
+    assert clconv.conv2d(cl_array.to_device(queue, x_host), w, padding=1).allocator is queue_pool(queue)
+
+
+def test_a_stream_of_calls_reuses_pooled_results_and_empty_cache_frees_them(queue, rng, monkeypatch):
+    """Results (and numpy uploads) come from the queue's pool: a stream of calls whose results are
+    dropped reuses the same blocks instead of allocating; each result is right; empty_cache()
+    returns the held blocks; CLCONV_RESULT_POOL=0 turns the pool off."""
+    x_host, w_host = random(rng, (2, 3, 6, 5)), random(rng, (4, 3, 3, 3))
+    x, w = cl_array.to_device(queue, x_host), cl_array.to_device(queue, w_host)
+    g = resolve_conv(2, x.shape, w.shape, None, 1, 1, 1, 1).geometry
+    ref = reference.forward(g, x_host, w_host)
+    pool = queue_pool(queue)
+    assert pool is not None
+    assert_matches(clconv.conv2d(x, w, padding=1), ref, g.reduction_length)  # dropped: back to the pool
+    blocks = pool.active_blocks + pool.held_blocks
+    for _ in range(5):
+        assert_matches(clconv.conv2d(x, w, padding=1), ref, g.reduction_length)
+        assert_matches(clconv.conv2d(x_host, w_host, padding=1), ref, g.reduction_length)  # numpy in, numpy out
+    assert pool.active_blocks + pool.held_blocks <= blocks + 2, "each call took new blocks instead of reusing"
+    kept = [clconv.conv2d(x, w, padding=1) for _ in range(3)]  # results alive at once: distinct memory
+    assert len({id(k.base_data) for k in kept}) == 3
+    for k in kept:
+        assert_matches(k, ref, g.reduction_length)
+    del kept
+    assert pool.held_blocks > 0
+    clconv.empty_cache()
+    assert pool.held_blocks == 0
+    monkeypatch.setenv("CLCONV_RESULT_POOL", "0")
+    assert queue_pool(queue) is None
+    off = clconv.conv2d(x, w, padding=1)
+    assert off.allocator is None
+    assert_matches(off, ref, g.reduction_length)
 
 
 def _im2col_call(queue, rng):

@@ -75,3 +75,14 @@ def test_bench_merges_runs_taking_each_librarys_fastest_time(tmp_path, capsys):
     assert (row["ms"], row["ref_ms"], row["numpy_ms"], row["algorithm"]) == (1.5, 1.0, 2.5, "direct")
     assert row["ratio"] == 1.5 and row["error"] == 3e-7
     assert "fastest of the runs" in capsys.readouterr().out
+
+
+def test_stream_timing_counts_each_call_and_syncs_once_per_stream():
+    """clconv.tools.stream times a stream of calls with one synchronisation at its end (the
+    PyTorch comparison itself needs torch and a GPU: docs/performance.md has its figures)."""
+    from clconv.tools.stream import stream_ms
+
+    calls, syncs = [], []
+    ms = stream_ms(lambda: calls.append(1), lambda: syncs.append(1), calls=7, repeats=3)
+    assert len(calls) == 1 + 7 * 3 and len(syncs) == 1 + 3
+    assert ms >= 0

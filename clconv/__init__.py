@@ -4,7 +4,8 @@ Forward ops (``conv1d/2d/3d``, ``conv_transpose1d/2d/3d``), their gradients (``c
 ``conv*d_weight``, ``conv_transpose*d_input``, ``conv_transpose*d_weight``, ``convolution_backward``),
 on numpy arrays (copied to the default device and back) or ``pyopencl.array.Array`` (run on their
 queue).  Each geometry gets kernels rendered from Mako templates with its sizes baked in, built once
-and cached in memory and on disk; ``algorithm='auto'`` picks the fastest algorithm by measurement.
+and cached in memory and on disk; ``algorithm='auto'`` takes the heuristic's choice (one build), or the
+fastest by measurement with ``CLCONV_TUNE=1`` or ``clconv.tune(...)``.
 """
 
 from .algorithms import algorithms
@@ -16,7 +17,7 @@ from .ops import (
     conv1d, conv1d_input, conv1d_weight, conv2d, conv2d_input, conv2d_weight, conv3d, conv3d_input,
     conv3d_weight, conv_transpose1d, conv_transpose1d_input, conv_transpose1d_weight, conv_transpose2d,
     conv_transpose2d_input, conv_transpose2d_weight, conv_transpose3d, conv_transpose3d_input,
-    conv_transpose3d_weight, convolution_backward, render,
+    conv_transpose3d_weight, convolution_backward, render, tune,
 )
 from .passes import PASSES
 from .runtime import LaunchError, release_workspaces
@@ -32,5 +33,5 @@ __all__ = [
     "conv3d_input", "conv3d_weight", "conv_transpose1d", "conv_transpose1d_input", "conv_transpose1d_weight",
     "conv_transpose2d", "conv_transpose2d_input", "conv_transpose2d_weight", "conv_transpose3d",
     "conv_transpose3d_input", "conv_transpose3d_weight", "convolution_backward", "default_device_choice",
-    "default_queue", "release_workspaces", "render",
+    "default_queue", "release_workspaces", "render", "tune",
 ]

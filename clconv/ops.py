@@ -140,18 +140,39 @@ def _op(family: str, ndim: int) -> Callable[[Callable[..., Any]], Callable[..., 
     return register
 
 
-def render(op: Callable[..., Any], *args: Any, **kwargs: Any) -> str:
-    """The OpenCL source ``op(*args, **kwargs)`` would build and run, without building or running it.
-
-    Example: ``print(clconv.render(clconv.conv2d, x, w, padding=1, algorithm="im2col"))``.
-    """
+def _call_of(op: Callable[..., Any], args: tuple, kwargs: dict) -> _Call:
+    """The checked call ``op(*args, **kwargs)`` would make, without running it."""
     found = _OP_OF.get(op) if callable(op) else None
     if found is None:
         raise TypeError(f"{getattr(op, '__name__', op)!r} is not a clconv convolution op")
     family, ndim = found
     bound = inspect.signature(op).bind(*args, **kwargs)
     bound.apply_defaults()
-    call = _PREPARERS[family](ndim, **bound.arguments)
+    return _PREPARERS[family](ndim, **bound.arguments)
+
+
+def tune(op: Callable[..., Any], *args: Any, **kwargs: Any) -> dict:
+    """Measure every candidate (algorithm, tiles) for the pass ``op(*args, **kwargs)`` runs, store
+    the fastest in the tuning database and return its entry; later ``algorithm='auto'`` calls of
+    that geometry, in any process, use it.  (By default ``auto`` builds the heuristic's choice
+    without measuring, as PyTorch's ``cudnn.benchmark`` is off by default; ``CLCONV_TUNE=1``
+    measures every new geometry at its first call.)  Nothing runs on the arguments' data.
+
+    Example: ``clconv.tune(clconv.conv2d, x, w, padding=1)``.
+    """
+    call = _call_of(op, args, kwargs)
+    if call.algorithm != "auto":
+        raise ValueError(f"algorithm must be 'auto' to tune (the choice is what tuning makes), got {call.algorithm!r}")
+    _, entry = planner.tune(call.static.problem, call.queue, measure=True)
+    return entry
+
+
+def render(op: Callable[..., Any], *args: Any, **kwargs: Any) -> str:
+    """The OpenCL source ``op(*args, **kwargs)`` would build and run, without building or running it.
+
+    Example: ``print(clconv.render(clconv.conv2d, x, w, padding=1, algorithm="im2col"))``.
+    """
+    call = _call_of(op, args, kwargs)
     return planner.render(call.static.problem, call.queue.device, call.algorithm)
 
 

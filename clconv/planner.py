@@ -1,9 +1,10 @@
 """Planner: for a problem, choose the algorithm and tile configuration, prepare its runner, and
 fall back past anything that fails to build or to launch.
 
-``algorithm='auto'`` looks up the tuning database; on a miss it measures every serving
-(algorithm, config) candidate once (or, with ``CLCONV_TUNE=0``, takes a heuristic order without
-measuring), remembers the winner, and falls back past any candidate that fails to build or launch.
+``algorithm='auto'`` looks up the tuning database; on a miss it takes the heuristic order's first
+candidate that builds (one build), or, with ``CLCONV_TUNE=1`` or through :func:`tune`, measures
+every serving (algorithm, config) candidate; it remembers the choice, and falls back past any
+candidate that fails to build or launch.
 A named algorithm never falls back: its failure is the caller's to see.
 
 Preparing a candidate is the pipeline: algorithm -> :class:`~clconv.plan.Plan` ->
@@ -92,6 +93,11 @@ def heuristic_order(problem: Problem, device: cl.Device) -> list[str]:
         order.append("direct")
     if g.is_depthwise:
         order.append("depthwise_rows")  # a row per work-item: made for CPUs, measured here too
+    if _winograd_fills(problem, device):
+        # 2.25x fewer multiplies: tuning picked it for every 3x3 stride-1 forward and data
+        # gradient of the GPU set (4-25% faster than the GEMMs, docs/performance.md); only where
+        # its 16 batched GEMMs have the channels and tiles to fill the device
+        order.append("winograd")
     if problem.pass_ == "backward_data" and (max(g.stride) > 1 or g.in_pixels <= 256):
         # the implicit gather reads mostly stride holes, and on small images its per-element index
         # decoding dominates; a GEMM into columns and col2im wins (measured on an H200:
@@ -99,6 +105,21 @@ def heuristic_order(problem: Problem, device: cl.Device) -> list[str]:
         order.append("im2col")
     order += ["implicit_gemm", "im2col", "direct"]
     return list(dict.fromkeys(order))
+
+
+def _winograd_fills(problem: Problem, device: cl.Device) -> bool:
+    """Whether ``winograd`` serves ``problem`` with enough work: at least 32 channels on each side
+    of its GEMMs and at least one 64x64 GEMM tile per compute unit."""
+    winograd = REGISTRY.get("winograd")
+    if winograd is None or problem.pass_ not in winograd.passes or winograd.decline_reason(problem, device):
+        return False
+    g = problem.geometry
+    cin, cout = ((g.cin_per_group, g.cout_per_group) if problem.pass_ == "forward"
+                 else (g.cout_per_group, g.cin_per_group))
+    result = g.out_size if problem.pass_ == "forward" else g.in_size
+    tiles = g.batch * -(-result[1] // 2) * -(-result[2] // 2)
+    work_groups = -(-tiles // 64) * -(-cout // 64) * g.groups * 16
+    return min(cin, cout) >= 32 and work_groups >= device.max_compute_units
 
 
 def _cpu_heuristic_order(problem: Problem) -> list[str]:
@@ -278,16 +299,18 @@ def _choose(problem: Problem, queue: cl.CommandQueue, algorithm: str) -> Runner:
     return runner
 
 
-def tune(problem: Problem, queue: cl.CommandQueue, previous: dict | None = None) -> tuple[Runner, dict]:
-    """Choose for ``problem`` now (measuring every candidate unless ``CLCONV_TUNE=0``), store the
-    winner in the tuning database and return ``(runner, database entry)``."""
+def tune(problem: Problem, queue: cl.CommandQueue, previous: dict | None = None,
+         measure: bool | None = None) -> tuple[Runner, dict]:
+    """Choose for ``problem`` now, store the choice in the tuning database and return ``(runner,
+    database entry)``: measuring every candidate if ``measure`` (default: ``CLCONV_TUNE=1``), else
+    the heuristic's first candidate that builds."""
     device = queue.device
     options = candidates(problem, device)
     if not options:
         raise ValueError(f"no algorithm serves the {problem.pass_} pass of {problem.geometry.tag()}")
     failed: list[str] = list(previous.get("failed", [])) if previous else []
     options = [(a, c) for a, c in options if label(a, c) not in failed] or options
-    measured = settings.tuning_enabled()
+    measured = settings.tuning_enabled() if measure is None else measure
     if measured:
         runner, timings, new_failures = _measure(problem, queue, options)
     else:

@@ -20,7 +20,7 @@ VARIABLES = {
     "PYOPENCL_CTX": "pyopencl's device selector, used when CLCONV_DEVICE is unset",
     "CLCONV_CACHE_DIR": "where built programs, the tuning database and compiled templates are kept",
     "CLCONV_NO_CACHE": "1: keep built programs and tuning results in memory only",
-    "CLCONV_TUNE": "1: algorithm='auto' measures the candidates of a new problem; 0: heuristic order only",
+    "CLCONV_TUNE": "1: algorithm='auto' measures the candidates of a new problem; unset or 0: the heuristic's choice, one build",
     "CLCONV_WORKSPACE_LIMIT": "bytes of temporary buffers one call may use",
     "CLCONV_RESULT_POOL": "0: results and numpy uploads are fresh driver allocations instead of a per-queue pool",
     "CLCONV_TEMPLATE_PATH": "directories searched for kernel templates before the built-in ones",
@@ -57,8 +57,11 @@ def disk_cache_enabled() -> bool:
 
 
 def tuning_enabled() -> bool:
-    """Measure candidates for ``algorithm='auto'`` unless ``CLCONV_TUNE=0``."""
-    return _get("CLCONV_TUNE", "1").lower() not in _FALSE
+    """Whether ``algorithm='auto'`` measures the candidates of a problem not in the tuning database
+    (``CLCONV_TUNE=1``).  Off by default, as PyTorch's ``cudnn.benchmark``: a new geometry's first
+    call builds the heuristic's choice only; ``clconv.tune(...)`` and ``clconv tune`` measure on
+    request, and a measured entry, once stored, is always used."""
+    return _get("CLCONV_TUNE", "0").lower() in _TRUE
 
 
 def result_pool_enabled() -> bool:

@@ -44,7 +44,7 @@ def generation() -> int:
 
 
 def tuning_enabled() -> bool:
-    """Measure candidates for ``algorithm='auto'`` unless ``CLCONV_TUNE=0``."""
+    """Whether ``algorithm='auto'`` measures new problems (``CLCONV_TUNE=1``; off by default)."""
     return settings.tuning_enabled()
 
 

@@ -137,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
         "reference": (f"torch {torch.__version__}" + (" cudnn " + str(torch.backends.cudnn.version()) if gpu else "")
                       if torch is not None else None)}
     print(f"clconv bench on {meta['device']} ({meta['platform']}, driver {meta['driver']}); reference: "
-          f"{meta['reference'] or 'none (PyTorch not importable)'}; tuning {'on' if meta['tuning'] else 'off (CLCONV_TUNE=0)'}")
+          f"{meta['reference'] or 'none (PyTorch not importable)'}; tuning {'on (CLCONV_TUNE=1)' if meta['tuning'] else 'off: the heuristic, or what the database holds'}")
     progress = Progress(len(layers) * len(passes), args.quiet)
     rows = []
     rng = np.random.default_rng(2024)
@@ -177,7 +177,7 @@ def tune_main(argv: list[str] | None = None) -> int:
                 skipped += 1
                 continue
             t0 = time.perf_counter()
-            runner, entry = planner.tune(problem, queue)
+            runner, entry = planner.tune(problem, queue, measure=True)
             done.append({"layer": layer.label, "pass": pass_, "key": problem.key(), "seconds": time.perf_counter() - t0,
                          "algorithm": runner.algorithm, "config": runner.config, "times_ms": entry.get("times_ms", {})})
     progress.close()

@@ -71,7 +71,7 @@ def run(passes=PASSES, repeats: int = 5, layers=LAYERS, out: TextIO = sys.stdout
         calls = _calls(x, w, dy, stride, padding, groups)
         for pass_ in passes:
             call = calls[pass_]
-            result = call()  # the first call: chooses the algorithm (measuring, unless CLCONV_TUNE=0) and builds
+            result = call()  # the first call: chooses the algorithm (the heuristic; measuring with CLCONV_TUNE=1) and builds
             queue.finish()
             t0 = time.perf_counter()
             for _ in range(repeats):  # a stream of calls, one synchronisation at its end

@@ -16,7 +16,7 @@ import pyopencl.array as cla
 from pyopencl.tools import ImmediateAllocator, MemoryPool
 
 import clconv
-from clconv import planner, runtime
+from clconv import planner, runtime, settings
 from clconv.geometry import ConvGeometry
 from clconv.plan import Problem
 
@@ -60,7 +60,7 @@ def first_call_costs(spec: str | None, device: str | None, quiet: bool = False) 
     script = _FIRST_CALL_SCRIPT % params
     result: dict = {"layer": g.tag()}
     with tempfile.TemporaryDirectory(prefix="clconv-firstcall-") as cache:
-        env = dict(os.environ, CLCONV_CACHE_DIR=cache, CLCONV_TUNE="1")
+        env = dict(os.environ, CLCONV_CACHE_DIR=cache)  # CLCONV_TUNE as the caller has it (default: off)
         env.pop("CLCONV_NO_CACHE", None)
         # Python's bytecode cache is part of a warm disk cache, as in any installation: without it
         # (PYTHONDONTWRITEBYTECODE, set in some sandboxes) every process compiles the modules a
@@ -80,7 +80,7 @@ def first_call_costs(spec: str | None, device: str | None, quiet: bool = False) 
     if not quiet:
         c, w, h = result["cold"], result["warm_disk_cache"], result["host_overhead"]
         print(f"first call of {g.tag()} on the default device:")
-        print(f"  cold (empty cache, render + build + tune): {c['first_call_s'] * 1e3:9.1f} ms "
+        print(f"  cold (empty cache, render + build{' + tune' if settings.tuning_enabled() else ''}): {c['first_call_s'] * 1e3:9.1f} ms "
               f"({c['source_builds']} programs built from source)")
         print(f"  new process, warm disk cache:              {w['first_call_s'] * 1e3:9.1f} ms "
               f"({w['disk_hits']} programs from disk, {w['source_builds']} built); process start + import + "

@@ -58,3 +58,27 @@ def test_auto_without_tuning_serves_every_case_kind(queue, rng, note):
     expected = case.expected("conv", operands)
     y = case.call("conv", operands, out=poisoned(queue, expected.shape, case.dtype))
     assert_matches(y, expected, case.reduction_length("conv"), case.dtype)
+
+
+def test_tune_measures_a_calls_problem_on_request(monkeypatch, tmp_path, queue, rng):
+    """clconv.tune(op, ...) measures the candidates of the pass that call runs, whatever
+    CLCONV_TUNE says, stores the fastest, and later auto calls use it; nothing runs on the data."""
+    import clconv
+
+    monkeypatch.delenv("CLCONV_TUNE", raising=False)  # the default: the heuristic, one build
+    monkeypatch.setenv("CLCONV_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(planner, "MAX_CONFIGS_PER_ALGORITHM", 1)  # one build per algorithm: PoCL is slow
+    case = Case(2, 1, 3, 4, (6, 5), (2, 3), 1, 1, note="tune-on-request")
+    operands = case.operands("conv", rng)
+    problem = case.problem("conv")
+    assert tuning.lookup(queue.device, problem.key()) is None
+    entry = clconv.tune(clconv.conv2d, operands["x"], operands["w"], **case.conv_args())
+    assert entry["measured"] and len(entry["times_ms"]) >= 2
+    assert tuning.lookup(queue.device, problem.key())["algorithm"] == entry["algorithm"]
+    assert planner.plan(problem, queue).algorithm == entry["algorithm"]
+    y = case.call("conv", operands)
+    assert_matches(y, case.expected("conv", operands), case.reduction_length("conv"))
+    with pytest.raises(ValueError, match="algorithm must be 'auto'"):
+        clconv.tune(clconv.conv2d, operands["x"], operands["w"], algorithm="direct")
+    with pytest.raises(TypeError, match="not a clconv convolution op"):
+        clconv.tune(print, operands["x"])

@@ -66,7 +66,25 @@ def test_heuristic_picks(queue):
     # depthwise: `direct` measured fastest of these on the H200; the row kernel on CPUs
     expected = "direct" if is_gpu(queue.device) else "depthwise_rows"
     assert first(LARGE[2], "forward") == expected
-    assert first(LARGE[0], "forward") in ("implicit_gemm", "im2col")
+    assert first(LARGE[0], "forward") in (("winograd",) if is_gpu(queue.device) else ("implicit_gemm", "im2col"))
+
+
+H200_LIKE = types.SimpleNamespace(type=cl.device_type.GPU, max_compute_units=132, max_work_group_size=1024,
+                                  local_mem_size=48 << 10, global_mem_size=140 << 30, max_mem_alloc_size=35 << 30)
+
+
+@pytest.mark.parametrize("tag, pass_, wanted", [
+    ("n32g1c64o64i56x56k3x3s1x1p1x1d1x1", "forward", True),        # tuning picked it on the H200
+    ("n32g1c512o512i7x7k3x3s1x1p1x1d1x1", "backward_data", True),  # ahead of im2col for small images too
+    ("n8g1c64o64i112x112k3x3s1x1p1x1d1x1", "forward", True),
+    ("n1g1c256o256i14x14k3x3s1x1p1x1d1x1", "forward", False),     # 49 tiles: 64 GEMM work-groups < 132 units
+    ("n8g1c3o64i224x224k3x3s1x1p1x1d1x1", "forward", False),      # 3 input channels: a GEMM of K = 3
+    ("n32g1c64o64i56x56k3x3s2x2p1x1d1x1", "forward", False),      # stride 2: it declines
+    ("n32g1c64o64i56x56k3x3s1x1p1x1d1x1", "backward_weight", False),
+])
+def test_gpu_heuristic_puts_winograd_first_where_it_fills_the_device(tag, pass_, wanted):
+    order = heuristic_order(_problem(tag, pass_), H200_LIKE)
+    assert (order[0] == "winograd") is wanted, order
 
 
 # -- declines ------------------------------------------------------------------------------------------

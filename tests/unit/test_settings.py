@@ -12,8 +12,11 @@ from clconv import settings
 
 def test_settings_follow_the_environment(monkeypatch, tmp_path):
     monkeypatch.delenv("CLCONV_TUNE", raising=False)
-    assert settings.tuning_enabled()
-    for off in ("0", "false", "No"):
+    assert not settings.tuning_enabled(), "measuring is opt-in, as cudnn.benchmark"
+    for on in ("1", "true", "Yes"):
+        monkeypatch.setenv("CLCONV_TUNE", on)
+        assert settings.tuning_enabled()
+    for off in ("0", "false", "No", ""):
         monkeypatch.setenv("CLCONV_TUNE", off)
         assert not settings.tuning_enabled()
     monkeypatch.setenv("CLCONV_CACHE_DIR", str(tmp_path))

@@ -93,33 +93,32 @@ def heuristic_order(problem: Problem, device: cl.Device) -> list[str]:
         order.append("direct")
     if g.is_depthwise:
         order.append("depthwise_rows")  # a row per work-item: made for CPUs, measured here too
-    if _winograd_fills(problem, device):
-        # 2.25x fewer multiplies: tuning picked it for every 3x3 stride-1 forward and data
-        # gradient of the GPU set (4-25% faster than the GEMMs, docs/performance.md); only where
-        # its 16 batched GEMMs have the channels and tiles to fill the device
-        order.append("winograd")
     if problem.pass_ == "backward_data" and (max(g.stride) > 1 or g.in_pixels <= 256):
         # the implicit gather reads mostly stride holes, and on small images its per-element index
         # decoding dominates; a GEMM into columns and col2im wins (measured on an H200:
         # docs/performance.md)
         order.append("im2col")
+    if _winograd_pays(problem, device):
+        # 2.25x fewer multiplies: tuning picked it for the 3x3 stride-1 layers of the GPU set and of
+        # VGG-11 with at least 64 input channels, also where few tiles leave the device part idle
+        # (7x7 at batch 8: 3x faster than implicit_gemm); below that the GEMMs won
+        # (docs/performance.md).  Small-image data gradients keep im2col first (it won at 13x13)
+        order.append("winograd")
     order += ["implicit_gemm", "im2col", "direct"]
     return list(dict.fromkeys(order))
 
 
-def _winograd_fills(problem: Problem, device: cl.Device) -> bool:
-    """Whether ``winograd`` serves ``problem`` with enough work: at least 32 channels on each side
-    of its GEMMs and at least one 64x64 GEMM tile per compute unit."""
+def _winograd_pays(problem: Problem, device: cl.Device) -> bool:
+    """Whether ``winograd`` serves ``problem`` with a contraction long enough for its GEMMs: at
+    least 64 input channels per group (the input of the convolution it runs: dy's for the data
+    gradient) and 16 outputs."""
     winograd = REGISTRY.get("winograd")
     if winograd is None or problem.pass_ not in winograd.passes or winograd.decline_reason(problem, device):
         return False
     g = problem.geometry
     cin, cout = ((g.cin_per_group, g.cout_per_group) if problem.pass_ == "forward"
                  else (g.cout_per_group, g.cin_per_group))
-    result = g.out_size if problem.pass_ == "forward" else g.in_size
-    tiles = g.batch * -(-result[1] // 2) * -(-result[2] // 2)
-    work_groups = -(-tiles // 64) * -(-cout // 64) * g.groups * 16
-    return min(cin, cout) >= 32 and work_groups >= device.max_compute_units
+    return cin >= 64 and cout >= 16
 
 
 def _cpu_heuristic_order(problem: Problem) -> list[str]:

@@ -145,7 +145,8 @@ def run_under_oclgrind(which: str, flags=OCLGRIND_FLAGS, every_config: bool = Fa
     with tempfile.TemporaryDirectory(prefix="clconv-oclgrind-") as tmp:
         log = Path(tmp) / "oclgrind.log"
         env = dict(os.environ, PYOPENCL_NO_CACHE="1", CLCONV_CACHE_DIR=str(Path(tmp) / "cache"),
-                   CLCONV_TUNE="0", CLCONV_DEVICE="Oclgrind", PYTHONPATH=str(TESTS), CLCONV_OCLGRIND_LOG=str(log))
+                   CLCONV_TUNE="0", CLCONV_DEVICE="Oclgrind", PYTHONPATH=str(TESTS), CLCONV_OCLGRIND_LOG=str(log),
+                   CLCONV_RESULT_POOL="0")  # exact-size buffers: a pool's rounded-up blocks hide overruns
         env.pop("PYOPENCL_CTX", None)
         command = [OCLGRIND, "--log", str(log), *flags, sys.executable, str(Path(__file__).resolve()), which]
         if every_config:
@@ -198,8 +199,10 @@ def test_oclgrind_reports_an_out_of_bounds_write(tmp_path):
         "x = np.ones((1, 2, 4, 4), np.float32); w = np.ones((3, 2, 3, 3), np.float32)\n"
         "clconv.conv2d(x, w, padding=1, algorithm='direct')\n"
     )
+    # CLCONV_RESULT_POOL=0: the result is an exact-size buffer (a pooled block is rounded up, and a
+    # write one past the tensor would land inside it, unseen)
     env = dict(os.environ, PYOPENCL_NO_CACHE="1", CLCONV_CACHE_DIR=str(tmp_path / "cache"), CLCONV_TUNE="0",
-               CLCONV_DEVICE="Oclgrind", CLCONV_TEMPLATE_PATH=str(tmp_path))
+               CLCONV_DEVICE="Oclgrind", CLCONV_TEMPLATE_PATH=str(tmp_path), CLCONV_RESULT_POOL="0")
     env.pop("PYOPENCL_CTX", None)
     log = tmp_path / "log"
     subprocess.run([OCLGRIND, "--log", str(log), *OCLGRIND_FLAGS, sys.executable, str(script)], env=env,

@@ -161,21 +161,28 @@ def candidates(problem: Problem, device: cl.Device) -> list[tuple[Algorithm, dic
 # -- preparing: plan -> sources -> kernels -> runner --------------------------------------------------
 
 
-def make_plan(problem: Problem, algorithm: Algorithm, config: dict, device: cl.Device) -> Plan:
-    return algorithm.plan(problem, config, device)
+def _settings_key() -> tuple:
+    """What a prepared runner depends on besides its problem: the workspace limit (declines,
+    im2col's chunks) and the template path with its files' stamps (the sources)."""
+    variables = settings.fingerprint()
+    return variables, templates.generation(variables[1])
+
+
+def _choice_key(queue: cl.CommandQueue, problem: Problem, algorithm: str) -> tuple:
+    """The memo key of a choice: also the tuning database's generation, which every store and
+    ``tuning.forget_memory()`` bumps, so a new entry is picked up at once."""
+    variables = settings.fingerprint()  # _settings_key(), spelt out: this is every call's path
+    return (queue, problem, algorithm, tuning.generation(), variables, templates.generation(variables[1]))
 
 
 def prepare(problem: Problem, algorithm: Algorithm, config: dict, queue: cl.CommandQueue) -> Runner:
     """The runner of ``algorithm`` with ``config`` for ``problem`` on ``queue``'s device, built
     (through the program cache) and checked against the device's limits (LaunchError now rather
     than a failed launch later)."""
-    # the settings are in the key: im2col's batch chunking (and so its plan) follows the workspace
-    # limit, and the templates' edits make new sources
-    key = (queue.context, queue.device, problem, algorithm.name, tuple(sorted(config.items())),
-           settings.fingerprint(), templates.generation())
+    key = (queue.context, queue.device, problem, algorithm.name, tuple(sorted(config.items())), *_settings_key())
     runner = _runners.get(key)
     if runner is None:
-        runner = _runners.put(key, build(make_plan(problem, algorithm, config, queue.device), queue))
+        runner = _runners.put(key, build(algorithm.plan(problem, config, queue.device), queue))
     return runner
 
 
@@ -190,7 +197,7 @@ def build(plan: Plan, queue: cl.CommandQueue) -> Runner:
 
 def bias_gradient_runner(problem: Problem, queue: cl.CommandQueue) -> Runner:
     """The runner of the bias gradient (algorithms/reduce.py) of ``problem``'s output."""
-    key = (queue.context, queue.device, problem, "bias_grad", settings.fingerprint(), templates.generation())
+    key = (queue.context, queue.device, problem, "bias_grad", *_settings_key())
     runner = _runners.get(key)
     if runner is None:
         runner = _runners.put(key, build(bias_gradient_plan(problem, queue.device), queue))
@@ -201,8 +208,7 @@ def render(problem: Problem, device: cl.Device, algorithm: str = "auto") -> str:
     """The OpenCL source a call would build and run for ``problem`` (rendering never measures,
     so a choice still to be made shows the heuristic's first candidate)."""
     chosen, config = remembered_choice(problem, device, algorithm) or _first_candidate(problem, device)
-    plan = make_plan(problem, chosen, config, device)
-    sources, _ = templates.render_plan(plan)
+    sources, _ = templates.render_plan(chosen.plan(problem, config, device))
     parts = [f"// clconv: {problem.pass_} of {problem.geometry.tag()} ({problem.dtype}) with algorithm "
              f"{chosen.name!r}, config {config}, on {device.name!r}"]
     parts += [f"// ---- rendered from {source.template}: {', '.join(source.entries)} ----\n{source.text}"
@@ -226,8 +232,7 @@ def plan(problem: Problem, queue: cl.CommandQueue, algorithm: str = "auto") -> R
     A repeated call is one cache lookup (the host overhead of a cached call): the key holds
     everything the choice depends on, including the tuning database's generation, which every
     store and ``tuning.forget_memory()`` bumps."""
-    variables = settings.fingerprint()
-    key = (queue, problem, algorithm, tuning.generation(), variables, templates.generation(variables[1]))
+    key = _choice_key(queue, problem, algorithm)
     runner = _choices.get(key)
     if runner is None:
         runner = _choose(problem, queue, algorithm)
@@ -240,11 +245,7 @@ def run(problem: Problem, queue: cl.CommandQueue, algorithm: str, operands: dict
     """Plan and enqueue ``problem``.  Under ``auto``, a launch the driver refuses (after the
     resource checks passed) is remembered as failed in the tuning database and the choice is made
     again without it; a named algorithm's failure is the caller's to see."""
-    variables = settings.fingerprint()  # plan(), inlined: this is every call's path
-    runner = _choices.get((queue, problem, algorithm, tuning.generation(), variables,
-                           templates.generation(variables[1])))
-    if runner is None:
-        runner = plan(problem, queue, algorithm)
+    runner = plan(problem, queue, algorithm)
     try:
         return runner.run(queue, operands, wait_for=wait_for)
     except LaunchError:

@@ -5,7 +5,7 @@ built-in templates in ``clconv/kernels/``.  Rendering is strict: an undefined na
 never the text ``UNDEFINED``.
 
 A template is one kernel family: a shared header, then one ``<%def>`` per kernel entry point, named
-as the ``__kernel`` function it writes (``clc_direct_forward``).  The caller names the entry points
+as the kernel function it writes (``clc_direct_forward``).  The caller names the entry points
 it wants (``entries``); the template's body renders its header and those defs
 (``prelude.entry_points``), so the entry point's name is stated once, in the template, and asked for
 by name.
@@ -140,7 +140,7 @@ def render(template_name: str, entries: Sequence[str], **params: Any) -> str:
     missing = [entry for entry in entries if not template.has_def(entry)]
     if missing:
         raise TemplateRenderError(f"template {template_name!r} {where} has no entry point {missing} "
-                                  f"(a <%def> named as the __kernel function it writes)")
+                                  f"(a <%def> named as the kernel function it writes)")
     try:
         source = template.render(entries=tuple(entries), **params)
     except (MakoException, NameError, AttributeError, KeyError, TypeError, ValueError, IndexError) as exc:
@@ -153,7 +153,7 @@ def render(template_name: str, entries: Sequence[str], **params: Any) -> str:
     for entry in entries:
         if f"{entry}(" not in source:
             raise TemplateRenderError(f"entry point {entry!r} of template {template_name!r} {where} rendered no "
-                                      f"__kernel function of that name")
+                                      f"kernel function of that name")
     return source
 
 

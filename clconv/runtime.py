@@ -13,7 +13,7 @@ import numpy as np
 import pyopencl as cl
 
 from .caches import Cache
-from .plan import Arg, KernelCall, Plan
+from .plan import Arg, KernelCall, Plan, Problem
 
 
 @dataclass
@@ -175,6 +175,12 @@ class Runner:
         return events
 
 
+def in_order(queue: cl.CommandQueue) -> bool:
+    """Whether ``queue`` runs its commands one after another: what makes reusing a buffer between
+    calls on it safe (kept workspaces, pooled results)."""
+    return not queue.properties & cl.command_queue_properties.OUT_OF_ORDER_EXEC_MODE_ENABLE
+
+
 class Workspaces:
     """Workspace buffers kept per in-order queue and reused by every call on it, each grown to the
     largest size asked of it: allocating them per call cost a driver allocation per workspace
@@ -194,7 +200,7 @@ class Workspaces:
         """The queue's kept buffers; None for an out-of-order queue (its calls could overlap)."""
         kept = _workspaces.get(queue)
         if kept is None:
-            if queue.properties & cl.command_queue_properties.OUT_OF_ORDER_EXEC_MODE_ENABLE:
+            if not in_order(queue):
                 return None
             kept = _workspaces.setdefault(queue, Workspaces)
         return kept
@@ -223,9 +229,8 @@ def profiling_queue(queue: cl.CommandQueue) -> cl.CommandQueue:
     )
 
 
-def random_operands(plan_or_problem, queue: cl.CommandQueue, seed: int = 0) -> dict[str, Operand]:
+def random_operands(problem: Problem, queue: cl.CommandQueue, seed: int = 0) -> dict[str, Operand]:
     """Fresh standard-normal device tensors for every role of a problem's pass, result included."""
-    problem = getattr(plan_or_problem, "problem", plan_or_problem)
     spec, g = problem.spec, problem.geometry
     rng = np.random.default_rng(seed)
     roles = spec.roles if problem.bias else (*spec.inputs, spec.result)

@@ -17,7 +17,7 @@ import pyopencl.tools as cl_tools
 from . import settings
 from .caches import Cache
 from .device import default_queue, supports_fp64
-from .runtime import Operand
+from .runtime import Operand, in_order
 
 FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
@@ -129,8 +129,7 @@ def queue_pool(queue: cl.CommandQueue) -> cl_tools.MemoryPool | None:
     and when ``CLCONV_RESULT_POOL=0``.  :func:`empty_cache` returns the held memory to the driver."""
     pool = _pools.get(queue)
     if pool is None:
-        in_order = not queue.properties & cl.command_queue_properties.OUT_OF_ORDER_EXEC_MODE_ENABLE
-        pool = _pools.put(queue, cl_tools.MemoryPool(cl_tools.ImmediateAllocator(queue)) if in_order else False)
+        pool = _pools.put(queue, cl_tools.MemoryPool(cl_tools.ImmediateAllocator(queue)) if in_order(queue) else False)
     return pool if pool is not False and settings.result_pool_enabled() else None
 
 

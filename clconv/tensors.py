@@ -127,9 +127,8 @@ def queue_pool(queue: cl.CommandQueue) -> cl_tools.MemoryPool | None:
     enqueued there: safe on one in-order queue.  (A result used on *another* queue must stay
     referenced until that work is done, as with any pyopencl pool.)  None for out-of-order queues
     and when ``CLCONV_RESULT_POOL=0``.  :func:`empty_cache` returns the held memory to the driver."""
-    pool = _pools.get(queue)
-    if pool is None:
-        pool = _pools.put(queue, cl_tools.MemoryPool(cl_tools.ImmediateAllocator(queue)) if in_order(queue) else False)
+    pool = _pools.setdefault(
+        queue, lambda: cl_tools.MemoryPool(cl_tools.ImmediateAllocator(queue)) if in_order(queue) else False)
     return pool if pool is not False and settings.result_pool_enabled() else None
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .. import settings
+from ..passes import PASSES
 from ..plan import Arg, Plan, rounded
 from .base import Algorithm, call, is_gpu, pass_args, source
 from .reduce import splitk_sum
@@ -75,7 +76,7 @@ def column_plan(width: int, source_width: int, taps: int, stride: int, pad: int,
 
 class DepthwiseRows(Algorithm):
     name = "depthwise_rows"
-    passes = ("forward", "backward_data", "backward_weight")
+    passes = PASSES
     description = ("depthwise layers (C_in/groups = 1): a row per work-item in vectors along the width, "
                    "bounds checks only at the padded edges (weight gradient: a channel per work-item)")
 

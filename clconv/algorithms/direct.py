@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from ..passes import PASSES
 from ..plan import Arg, Plan, rounded
 from .base import Algorithm, call, is_gpu, pass_args, pow2_at_most, source
 
 
 class Direct(Algorithm):
     name = "direct"
-    passes = ("forward", "backward_data", "backward_weight")
+    passes = PASSES
     description = ("one work-item per output element (forward, data gradient as a gather); one "
                    "work-group per weight element with a tree reduction (weight gradient)")
 

@@ -9,6 +9,7 @@ from dataclasses import replace
 import numpy as np
 
 from .. import settings
+from ..passes import PASSES
 from ..plan import Arg, Plan, Problem, rounded
 from .base import Algorithm, call, source
 from .gemm import GemmShape, forward_shape, gemm, gemm_tiles, is_cpu_config, largest_chunk, tile_config, weight_shape
@@ -16,7 +17,7 @@ from .gemm import GemmShape, forward_shape, gemm, gemm_tiles, is_cpu_config, lar
 
 class Im2col(Algorithm):
     name = "im2col"
-    passes = ("forward", "backward_data", "backward_weight")
+    passes = PASSES
     description = ("explicit column buffer (im2col; col2im for the data gradient) filled in batch "
                    "chunks that fit the workspace limit, and a tiled GEMM over it")
 

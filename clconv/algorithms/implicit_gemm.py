@@ -4,6 +4,7 @@ for 1x1 kernels, where the input is the B matrix itself."""
 
 from __future__ import annotations
 
+from ..passes import PASSES
 from ..plan import Plan, Problem
 from .base import Algorithm
 from .gemm import (
@@ -17,7 +18,7 @@ GEMM_ROLES = {"forward": ("w", "x", "y", "bias"), "backward_data": ("w", "dy", "
 
 class ImplicitGemm(Algorithm):
     name = "implicit_gemm"
-    passes = ("forward", "backward_data", "backward_weight")
+    passes = PASSES
     description = "tiled GEMM whose tile loads do the im2col/col2im addressing: no column buffer"
 
     def _shape(self, problem: Problem) -> GemmShape:

@@ -11,7 +11,7 @@ fastest by measurement with ``CLCONV_TUNE=1`` or ``clconv.tune(...)``.
 from .algorithms import algorithms
 from .builder import BuildError, cache_dir
 from .caches import clear_caches
-from .device import default_device_choice, default_queue
+from .device import default_device_choice, default_queue, new_queue
 from .geometry import ConvGeometry
 from .ops import (
     conv1d, conv1d_input, conv1d_weight, conv2d, conv2d_input, conv2d_weight, conv3d, conv3d_input,
@@ -33,5 +33,5 @@ __all__ = [
     "conv3d_input", "conv3d_weight", "conv_transpose1d", "conv_transpose1d_input", "conv_transpose1d_weight",
     "conv_transpose2d", "conv_transpose2d_input", "conv_transpose2d_weight", "conv_transpose3d",
     "conv_transpose3d_input", "conv_transpose3d_weight", "convolution_backward", "default_device_choice",
-    "default_queue", "release_workspaces", "render", "tune",
+    "default_queue", "new_queue", "release_workspaces", "render", "tune",
 ]

@@ -22,6 +22,7 @@ import os
 import struct
 import tempfile
 import warnings
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence, cast
@@ -178,7 +179,8 @@ class ProgramCache:
         binary = _unpack(blob)
         if binary is not None:
             try:
-                return cl.Program(context, [device], [binary]).build(options=options)
+                with quiet_compiler():
+                    return cl.Program(context, [device], [binary]).build(options=options)
             except cl.Error as exc:
                 reason = f"the driver refused it ({exc})"
         else:
@@ -195,7 +197,8 @@ class ProgramCache:
     def _build(self, context, device, source, options, key, label) -> cl.Program:
         stats.source_builds += 1
         try:
-            return cl.Program(context, source).build(options=options, devices=[device])
+            with quiet_compiler():
+                return cl.Program(context, source).build(options=options, devices=[device])
         except cl.RuntimeError as exc:
             saved = _save_failed_source(key, source)
             log_text = _build_log(exc, device)
@@ -206,6 +209,17 @@ class ProgramCache:
                 options,
                 saved,
             ) from exc
+
+
+@contextmanager
+def quiet_compiler():
+    """No pyopencl CompilerWarning for a build that succeeded with a log: Intel's CPU runtime logs
+    every build ("Compilation started ... Done."), which would warn on every new kernel.  A failed
+    build's log is in the BuildError; PYOPENCL_COMPILER_OUTPUT=1 still shows every log."""
+    with warnings.catch_warnings():
+        if not settings.compiler_output_shown():
+            warnings.simplefilter("ignore", cl.CompilerWarning)
+        yield
 
 
 def _build_log(exc: Exception, device: cl.Device) -> str:

@@ -9,9 +9,6 @@ import pyopencl as cl
 from . import settings
 
 _default_queue: cl.CommandQueue | None = None
-# Kept beside the queue: some runtimes (Intel's CPU runtime) free a context once its last Python
-# reference is gone, although a queue of it lives on.
-_default_context: cl.Context | None = None
 _lock = threading.Lock()
 
 
@@ -76,15 +73,22 @@ def default_queue() -> cl.CommandQueue:
     Device choice: ``CLCONV_DEVICE``, else ``PYOPENCL_CTX``, else the first GPU, else the first
     CPU device.  Never prompts.
     """
-    global _default_queue, _default_context
+    global _default_queue
     with _lock:
         if _default_queue is None:
             device, _ = default_device_choice()
-            _default_context = cl.Context([device])
-            _default_queue = cl.CommandQueue(
-                _default_context, properties=cl.command_queue_properties.PROFILING_ENABLE
-            )
+            _default_queue = new_queue(device)
         return _default_queue
+
+
+def new_queue(device: cl.Device, properties: int = cl.command_queue_properties.PROFILING_ENABLE) -> cl.CommandQueue:
+    """A queue of ``device`` in a new context of its own, which the queue keeps alive: Intel's CPU
+    runtime frees a context once its last Python reference is gone, although a queue of it lives on
+    (the next ``queue.context`` then fails with INVALID_CONTEXT)."""
+    context = cl.Context([device])
+    queue = cl.CommandQueue(context, properties=properties)
+    queue._clconv_context = context  # type: ignore[attr-defined]
+    return queue
 
 
 def default_device_choice() -> tuple[cl.Device, str]:

@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pyopencl as cl
 
-from . import settings, templates, tuning
+from . import limits, settings, templates, tuning
 from .algorithms import REGISTRY, Algorithm, algorithms
 from .algorithms.reduce import bias_gradient_plan
 from .builder import BuildError, build_kernels
@@ -287,16 +287,34 @@ def remembered_choice(problem: Problem, device: cl.Device, algorithm: str = "aut
 
 
 def _choose(problem: Problem, queue: cl.CommandQueue, algorithm: str) -> Runner:
+    limits.of(queue.device, queue.context)  # probed in the queue's own context, before any config
     choice = remembered_choice(problem, queue.device, algorithm)  # never None for a named algorithm
     if choice is not None:
         try:
             return prepare(problem, *choice, queue)
         except CANDIDATE_FAILURES as exc:
-            if algorithm != "auto":  # a named request never falls back
-                raise
+            if algorithm != "auto":  # a named request never falls back to another algorithm
+                return _other_config(problem, queue, *choice, exc)
             log.warning("clconv: remembered choice %s failed (%s); choosing again", choice[0].name, exc)
     runner, _ = tune(problem, queue, tuning.lookup(queue.device, problem.key()))
     return runner
+
+
+def _other_config(problem: Problem, queue: cl.CommandQueue, algorithm: Algorithm, failed: dict,
+                  exc: Exception) -> Runner:
+    """A named algorithm whose chosen configuration failed to build or to fit the compiled kernel's
+    limits (a GPU kernel's registers can lower its work-group limit below the device's): the first
+    of its other configurations that works; the first failure if none does."""
+    for config in algorithm.configs(problem, queue.device):
+        if config == failed:
+            continue
+        try:
+            runner = prepare(problem, algorithm, config, queue)
+        except CANDIDATE_FAILURES:
+            continue
+        log.warning("clconv: %s failed (%s); running %s", label(algorithm, failed), exc, runner.label)
+        return runner
+    raise exc
 
 
 def tune(problem: Problem, queue: cl.CommandQueue, previous: dict | None = None,
@@ -305,6 +323,7 @@ def tune(problem: Problem, queue: cl.CommandQueue, previous: dict | None = None,
     database entry)``: measuring every candidate if ``measure`` (default: ``CLCONV_TUNE=1``), else
     the heuristic's first candidate that builds."""
     device = queue.device
+    limits.of(device, queue.context)
     options = candidates(problem, device)
     if not options:
         raise ValueError(f"no algorithm serves the {problem.pass_} pass of {problem.geometry.tag()}")

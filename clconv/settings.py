@@ -43,6 +43,12 @@ def device_selector() -> tuple[str, str] | None:
     return None
 
 
+def compiler_output_shown() -> bool:
+    """pyopencl's ``PYOPENCL_COMPILER_OUTPUT=1``: every build log is shown as a CompilerWarning
+    (else clconv keeps quiet about the logs of builds that succeeded)."""
+    return _get("PYOPENCL_COMPILER_OUTPUT").lower() in _TRUE
+
+
 def cache_dir() -> Path:
     configured = _get("CLCONV_CACHE_DIR")
     if configured:

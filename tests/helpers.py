@@ -7,11 +7,32 @@ The case type and the shared case tables are in ``cases.py``.
 from __future__ import annotations
 
 import math
+import types
 
 import numpy as np
+import pyopencl as cl
 import pyopencl.array as cl_array
 
+from clconv import limits
 from clconv.reference import tolerance
+
+
+class FakeDevice(types.SimpleNamespace):
+    """A device described by hand (its ``type``, memory sizes, ...) for checks that run nothing;
+    hashable, as the caches keyed on devices need."""
+
+    __hash__ = object.__hash__
+
+
+def fake_device(gpu: bool, compute_units: int, work_group: int = 1024, local_mem: int = 48 << 10,
+                global_mem: int = 16 << 30, **info) -> FakeDevice:
+    """A :class:`FakeDevice` whose limits (clconv.limits) are registered, so no probe runs for it."""
+    device = FakeDevice(type=cl.device_type.GPU if gpu else cl.device_type.CPU, max_compute_units=compute_units,
+                        max_work_group_size=work_group, local_mem_size=local_mem, global_mem_size=global_mem,
+                        max_mem_alloc_size=global_mem // 4, **info)
+    limits.register(device, limits.Limits(work_group=work_group, work_item_sizes=(work_group,) * 3,
+                                          local_mem=local_mem, compute_units=compute_units, gpu=gpu))
+    return device
 
 
 def random(rng: np.random.Generator, shape, dtype=np.float32) -> np.ndarray:

@@ -9,9 +9,9 @@ cache, and a fixed-order second kernel adds the slices (kernels/depthwise.mako, 
 
 from __future__ import annotations
 
-from .. import settings
+from .. import limits, settings
 from ..plan import Arg, Plan
-from .base import Algorithm, call, is_gpu, source
+from .base import Algorithm, call, source
 from .reduce import splitk_sum
 
 MAX_TAPS = 32  # taps summed in registers per work-item
@@ -37,19 +37,18 @@ class DepthwiseWgrad(Algorithm):
     def configs(self, problem, device):
         g = problem.geometry
         total = g.batch * g.out_pixels
+        fit = limits.of(device)
         out = []
-        for wg in (256, 128, 64):
-            if wg > device.max_work_group_size or g.kernel_volume * wg * problem.itemsize > device.local_mem_size // 2:
+        for wg in (256, 128, 64, 32, 16, 8):
+            if not fit.fits((wg, 1)) or g.kernel_volume * wg * problem.itemsize > fit.local_mem // 2:
                 continue
             # enough work-groups to fill the device several times over, each with real work
-            wanted = -(-8 * device.max_compute_units // g.out_channels)
+            wanted = -(-8 * fit.compute_units // g.out_channels)
             slices = max(1, min(wanted, total // (4 * wg), 1024))
             if slices * g.out_channels * g.kernel_volume * problem.itemsize > settings.workspace_limit(device):
                 slices = 1
             out.append({"wg": wg, "slices": slices})
-        if len(out) > 1 and is_gpu(device):
-            return out[:2]
-        return out[:1] if out else []
+        return out[:2] if fit.gpu else out[:1]
 
     def plan(self, problem, config, device):
         g = problem.geometry

@@ -18,10 +18,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .. import settings
+from .. import limits, settings
 from ..passes import PASSES
 from ..plan import Arg, Plan, rounded
-from .base import Algorithm, call, is_gpu, pass_args, source
+from .base import Algorithm, call, pass_args, source
 from .reduce import splitk_sum
 
 
@@ -87,14 +87,16 @@ class DepthwiseRows(Algorithm):
         return reason
 
     def configs(self, problem, device):
-        cpu = not is_gpu(device)
-        widest = 8 if problem.dtype == "float64" else 16
-        if cpu:
-            # AVX-512 holds 16 floats; narrower rows (7x7 images) leave most of a 16-lane vector idle
-            out = [{"vn": widest, "lx": 8}, {"vn": widest // 2, "lx": 8}]
+        fit = limits.of(device)
+        # the vector unit's lanes (16 floats with AVX-512), at least 4; narrower rows (7x7 images)
+        # leave most of a 16-lane vector idle, so half that is offered too
+        widest = min(max(fit.lanes(problem.itemsize), 4), 16)
+        if not fit.gpu:
+            lx = fit.widest(8)[0]
+            out = [{"vn": vn, "lx": lx} for vn in dict.fromkeys((widest, max(widest // 2, 4)))]
         else:
             # one work-item per row does not coalesce; kept selectable and measurable on GPUs
-            out = [{"vn": 4, "lx": 64}]
+            out = [{"vn": 4, "lx": fit.widest(64)[0]}]
         if problem.pass_ == "backward_weight":
             for config in out:
                 config["slices"] = self._slices(problem, device)
@@ -106,7 +108,7 @@ class DepthwiseRows(Algorithm):
         are a few work-items per compute unit even for a few channels."""
         g = problem.geometry
         rows = g.batch * g.out_size[0] * g.out_size[1]
-        wanted = -(-4 * device.max_compute_units // g.out_channels)
+        wanted = -(-4 * limits.of(device).compute_units // g.out_channels)
         slices = max(1, min(wanted, rows, 256))
         if slices > 1 and slices * g.weight_elements * problem.itemsize > settings.workspace_limit(device):
             slices = 1

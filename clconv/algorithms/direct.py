@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from .. import limits
 from ..passes import PASSES
 from ..plan import Arg, Plan, rounded
-from .base import Algorithm, call, is_gpu, pass_args, pow2_at_most, source
+from .base import Algorithm, call, pass_args, pow2_at_most, source
 
 
 class Direct(Algorithm):
@@ -14,13 +15,13 @@ class Direct(Algorithm):
                    "work-group per weight element with a tree reduction (weight gradient)")
 
     def configs(self, problem, device):
+        fit = limits.of(device)
         if problem.pass_ == "backward_weight":
-            top = pow2_at_most(min(device.max_work_group_size, 256))
-            return [{"wg": wg} for wg in (top, max(top // 4, 1))]
-        if device.max_work_group_size < 256:
-            return [{"wg": 0}]
-        # best guess first: 256 won every direct layer-pass measured on an H200 (docs/performance.md)
-        return [{"wg": 256}, {"wg": 64}] if is_gpu(device) else [{"wg": 64}, {"wg": 256}]
+            top = pow2_at_most(min(fit.work_group, 256))
+            return [{"wg": wg} for wg in dict.fromkeys((top, max(top // 4, 1)))]
+        # best guess first: 256 won every direct layer-pass measured on an H200 (docs/performance.md);
+        # a device granting fewer work-items (32 on llvmpipe) gets the largest power of two it allows
+        return [{"wg": wg} for wg in fit.widest(*((256, 64) if fit.gpu else (64, 256)))]
 
     def plan(self, problem, config, device):
         g = problem.geometry

@@ -18,11 +18,11 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 import numpy as np
-import pyopencl as cl
 
+from .. import limits
 from ..geometry import ConvGeometry
 from ..plan import Arg, KernelCall, KernelSource, Problem, rounded
-from .base import call, source
+from .base import call, pow2_at_most, source
 
 
 # -- tile configurations ---------------------------------------------------------------------------
@@ -78,25 +78,32 @@ def tile_extent(tile: Mapping[str, Any]) -> tuple[int, int, int]:
     return tile["TM"], tile["TN"], tile["TK"]
 
 
-def _tile_fits(tile, device: cl.Device, itemsize: int) -> bool:
+def _tile_fits(tile, fit: limits.Limits, itemsize: int) -> bool:
     tm, tn, tk, wm, wn, vw = tile[:6]
-    threads = (tm // wm) * (tn // wn)
     pad = local_padding(vw)
     local_bytes = tk * ((tm + pad) + (tn + pad)) * itemsize
-    return threads <= device.max_work_group_size and local_bytes <= device.local_mem_size
+    return fit.fits((tn // wn, tm // wm), local_bytes)
 
 
-def gemm_tiles(m: int, n: int, device: cl.Device, itemsize: int, limit: int = 4, groups: int = 1,
+def _smallest_tile(fit: limits.Limits) -> tuple:
+    """For a device no table tile fits: one output per work-item, as many work-items as it allows
+    (up to 8 x 8), still tiled through local memory."""
+    threads = pow2_at_most(min(fit.work_group, 64))
+    tm = pow2_at_most(int(threads ** 0.5))
+    return (tm, threads // tm, 8, 1, 1, 1, 0)
+
+
+def gemm_tiles(m: int, n: int, fit: limits.Limits, itemsize: int, limit: int = 4, groups: int = 1,
                vector_first: bool = True) -> list[dict]:
     """Tiles that fit the device, best guess first: least work wasted on the matrix edges, enough
     work-groups to fill every compute unit (on a GPU), then the table's order of preference.  On a
     CPU, the GEMM without local memory comes first when ``vector_first`` (else after one
     local-memory tile)."""
-    gpu = bool(device.type & cl.device_type.GPU)
-    tiles = [t for t in (GPU_TILES if gpu else CPU_TILES) if _tile_fits(t, device, itemsize)]
-    if not tiles:  # a tiny device: one work-item per output, still tiled through local memory
-        tiles = [(8, 8, 8, 1, 1, 1, 0)]
-    units = max(1, device.max_compute_units)
+    gpu = fit.gpu
+    tiles = [t for t in (GPU_TILES if gpu else CPU_TILES) if _tile_fits(t, fit, itemsize)]
+    if not tiles:
+        tiles = [_smallest_tile(fit)]
+    units = fit.compute_units
 
     def cost(tile) -> float:
         tm, tn = tile[0], tile[1]
@@ -113,8 +120,10 @@ def gemm_tiles(m: int, n: int, device: cl.Device, itemsize: int, limit: int = 4,
     configs = [dict(zip(TILE_KEYS, t)) for t in tiles]
     if not gpu:
         # no local memory, no barriers: what PoCL runs fastest (docs/performance.md); the
-        # local-memory tiles stay as candidates for tuning
-        vector = [cpu_config(*t) for t in CPU_VECTOR_TILES if t[2] <= device.max_work_group_size]
+        # local-memory tiles stay as candidates for tuning.  Written in explicit vectors, so only
+        # where the device has vector lanes (llvmpipe has none: it took minutes to build there)
+        vector = ([cpu_config(*t) for t in CPU_VECTOR_TILES if fit.fits((t[2],))]
+                  if fit.lanes(itemsize) >= 4 else [])
         if vector_first:
             configs = vector[:2] + configs[:1] + vector[2:] + configs[1:]
         else:

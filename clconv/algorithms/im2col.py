@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from .. import settings
+from .. import limits, settings
 from ..passes import PASSES
 from ..plan import Arg, Plan, Problem, rounded
 from .base import Algorithm, call, source
@@ -60,7 +60,7 @@ class Im2col(Algorithm):
 
     def configs(self, problem, device):
         shape = self._shape(problem, self.chunk_batch(problem, device) or 1)
-        return gemm_tiles(shape.M, shape.N, device, problem.itemsize, groups=problem.geometry.groups)
+        return gemm_tiles(shape.M, shape.N, limits.of(device), problem.itemsize, groups=problem.geometry.groups)
 
     def plan(self, problem, config, device):
         g = problem.geometry

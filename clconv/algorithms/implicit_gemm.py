@@ -4,6 +4,7 @@ for 1x1 kernels, where the input is the B matrix itself."""
 
 from __future__ import annotations
 
+from .. import limits
 from ..passes import PASSES
 from ..plan import Plan, Problem
 from .base import Algorithm
@@ -31,7 +32,7 @@ class ImplicitGemm(Algorithm):
 
     def configs(self, problem, device):
         shape = self._shape(problem)
-        return gemm_tiles(shape.M, shape.N, device, problem.itemsize, groups=problem.geometry.groups,
+        return gemm_tiles(shape.M, shape.N, limits.of(device), problem.itemsize, groups=problem.geometry.groups,
                           vector_first=vector_first(problem, shape))
 
     def plan(self, problem, config, device):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pyopencl as cl
 
+from .. import limits
 from ..plan import Arg, KernelCall, Plan, Problem, rounded
 from .base import call, pow2_at_most, source
 
@@ -20,7 +21,7 @@ def splitk_sum(problem: Problem, index: str, splits: int, elements: int, result:
 def bias_gradient_plan(problem: Problem, device: cl.Device) -> Plan:
     """db[c] = sum of dy over batch and space: ``problem.geometry`` is a geometry whose *output* dy
     is (ops passes a 1x1 identity geometry), one work-group per channel with a tree reduction."""
-    wg = pow2_at_most(min(device.max_work_group_size, 256))
+    wg = pow2_at_most(min(limits.of(device).work_group, 256))
     g = problem.geometry
     src = source("reduce.mako", problem, wg=wg)
     return Plan(problem, "bias_grad", {"wg": wg},

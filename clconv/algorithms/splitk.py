@@ -5,7 +5,7 @@ it runs a handful of work-groups."""
 
 from __future__ import annotations
 
-from .. import settings
+from .. import limits, settings
 from ..plan import Plan, Problem
 from .base import Algorithm
 from .gemm import gemm_calls, gemm_tiles, tile_config, tile_extent, vector_first, weight_shape
@@ -25,7 +25,7 @@ class SplitK(Algorithm):
         shape = weight_shape(g, "b_input_unfold_t")
         tm, tn, tk = tile_extent(tile)
         tiles = -(-shape.M // tm) * -(-shape.N // tn) * g.groups
-        target = 4 * device.max_compute_units  # enough work-groups to fill the device, with slack
+        target = 4 * limits.of(device).compute_units  # enough work-groups to fill the device, with slack
         limit = settings.workspace_limit(device)
         out = []
         for s in range(2, 257):
@@ -51,7 +51,7 @@ class SplitK(Algorithm):
         # The split supplies the parallelism, so rank tiles by edge waste and reuse alone (a huge
         # group count switches off gemm_tiles' fill-the-device term); then the best split per tile.
         out = []
-        for tile in gemm_tiles(shape.M, shape.N, device, problem.itemsize, groups=1 << 20,
+        for tile in gemm_tiles(shape.M, shape.N, limits.of(device), problem.itemsize, groups=1 << 20,
                                vector_first=vector_first(problem, shape)):
             splits = self.splits_for(problem, device, tile)
             if splits:

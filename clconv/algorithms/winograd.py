@@ -15,7 +15,7 @@ the input and the output in size; the algorithm declines when they pass the work
 
 from __future__ import annotations
 
-from .. import settings
+from .. import limits, settings
 from ..plan import Arg, Plan, Problem, rounded
 from .base import Algorithm, call, source
 
@@ -64,12 +64,13 @@ class Winograd(Algorithm):
         return reason
 
     def configs(self, problem, device):
+        fit = limits.of(device)
         out = []
-        for side in (16, 8):  # the GEMM's work-group is side x side, each work-item 4 x 4 outputs
+        for side in (16, 8, 4):  # the GEMM's work-group is side x side, each work-item 4 x 4 outputs
             local_bytes = side * (8 * side + 1) * problem.itemsize
-            if side * side <= device.max_work_group_size and local_bytes <= device.local_mem_size:
+            if fit.fits((side, side), local_bytes):
                 out.append({"LS": side})
-        return out
+        return out[:2]
 
     def plan(self, problem, config, device):
         g = problem.geometry

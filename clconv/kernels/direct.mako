@@ -11,10 +11,10 @@ ${prelude.entry_points(self, entries)}\
 ##
 <%def name="clc_direct_forward()">
 /* global: (OP rounded up, N * COUT); x, w, bias, y each with an element offset. */
-__kernel void clc_direct_forward(__global const clc_real* restrict x_base, const long x_off,
-                                 __global const clc_real* restrict w_base, const long w_off,
-                                 __global const clc_real* restrict bias_base, const long bias_off,
-                                 __global clc_real* restrict y_base, const long y_off)
+__kernel void clc_direct_forward(__global const clc_real* x_base, const long x_off,
+                                 __global const clc_real* w_base, const long w_off,
+                                 __global const clc_real* bias_base, const long bias_off,
+                                 __global clc_real* y_base, const long y_off)
 {
     const clc_idx p = get_global_id(0);
     if (p >= CLC_OP) return;
@@ -54,10 +54,10 @@ __kernel void clc_direct_forward(__global const clc_real* restrict x_base, const
 <%def name="clc_direct_backward_data()">
 /* global: (IP rounded up, N * CIN). dx[b][c][pi] = sum over (co, tap) whose output pixel reads pi.
    `bias` here is the transposed convolution's bias (its output is this input gradient). */
-__kernel void clc_direct_backward_data(__global const clc_real* restrict dy_base, const long dy_off,
-                                       __global const clc_real* restrict w_base, const long w_off,
-                                       __global const clc_real* restrict bias_base, const long bias_off,
-                                       __global clc_real* restrict dx_base, const long dx_off)
+__kernel void clc_direct_backward_data(__global const clc_real* dy_base, const long dy_off,
+                                       __global const clc_real* w_base, const long w_off,
+                                       __global const clc_real* bias_base, const long bias_off,
+                                       __global clc_real* dx_base, const long dx_off)
 {
     const clc_idx p = get_global_id(0);
     if (p >= CLC_IP) return;
@@ -97,9 +97,9 @@ __kernel void clc_direct_backward_data(__global const clc_real* restrict dy_base
 /* global: (wg, COUT * CI * KV); one work-group per weight element: its work-items stride over the
    (batch x output pixel) contraction, then a fixed-shape tree sums their partials: deterministic. */
 __kernel __attribute__((reqd_work_group_size(${wg}, 1, 1)))
-void clc_direct_backward_weight(__global const clc_real* restrict x_base, const long x_off,
-                                __global const clc_real* restrict dy_base, const long dy_off,
-                                __global clc_real* restrict dw_base, const long dw_off)
+void clc_direct_backward_weight(__global const clc_real* x_base, const long x_off,
+                                __global const clc_real* dy_base, const long dy_off,
+                                __global clc_real* dw_base, const long dw_off)
 {
     const int lid = get_local_id(0);
     const clc_idx e = get_group_id(1);            /* flat weight index: (channel, ci, tap) */

@@ -64,7 +64,7 @@ def _queue(selector: str | None) -> cl.CommandQueue:
     if selector is None:
         return devices.default_queue()
     device, _ = devices.select_device(selector)
-    return cl.CommandQueue(cl.Context([device]), properties=cl.command_queue_properties.PROFILING_ENABLE)
+    return devices.new_queue(device)
 
 
 def _layers(args: argparse.Namespace, gpu: bool) -> tuple[list[shapes.Layer], tuple[str, ...]]:

@@ -35,7 +35,7 @@ import pyopencl as cl
 import pyopencl.array as cl_array
 
 import clconv
-from clconv import builder, caches, planner, reference, settings, templates, tuning
+from clconv import builder, caches, limits, planner, reference, settings, templates, tuning
 from clconv import device as devices
 from clconv.passes import PASS_TABLE
 from clconv.plan import Problem
@@ -51,7 +51,8 @@ DELEGATED = {
 }
 
 # The parts of the disk cache (under the cache directory), as `cache list` / `cache clear` name them.
-CACHE_PARTS = {"programs": "programs-v*", "tuning": "tuning-v*", "failed": "failed", "templates": "mako-v*"}
+CACHE_PARTS = {"programs": "programs-v*", "tuning": "tuning-v*", "failed": "failed", "templates": "mako-v*",
+               "devices": "devices-v*"}
 
 
 # -- subcommands ---------------------------------------------------------------------------------
@@ -73,7 +74,8 @@ def _usage(paths: Sequence[Path], pattern: str = "*") -> tuple[int, int]:
 
 def cache_parts() -> dict[str, list[Path]]:
     """The disk cache's parts (compiled programs, the tuning database, sources of failed builds,
-    Mako's compiled templates): the folders of each under the cache directory, every format version."""
+    Mako's compiled templates, probed device limits): the folders of each under the cache directory,
+    every format version."""
     root = builder.cache_dir()
     return {part: sorted(p for p in root.glob(pattern) if p.is_dir()) for part, pattern in CACHE_PARTS.items()}
 
@@ -85,6 +87,16 @@ def _where(part: str, paths: list[Path]) -> str:
 def _device_kinds(device: cl.Device) -> str:
     kinds = [k for k in ("CPU", "GPU", "ACCELERATOR", "CUSTOM") if device.type & getattr(cl.device_type, k)]
     return ", ".join(kinds) or "unknown type"
+
+
+def _limits_text(device: cl.Device) -> str:
+    """What clconv derives configurations from (clconv.limits), or why it could not be probed."""
+    try:
+        fit = limits.of(device)
+    except cl.Error as exc:
+        return f"limits not probed ({exc})"
+    return (f"a kernel gets {fit.work_group} work-items, native vectors {fit.float_lanes} floats / "
+            f"{fit.double_lanes} doubles")
 
 
 def cmd_info(args: argparse.Namespace, out: TextIO) -> int:
@@ -102,6 +114,9 @@ def cmd_info(args: argparse.Namespace, out: TextIO) -> int:
         except cl.Error as exc:
             print(f"  cannot list devices: {exc}", file=out)
             continue
+        if not found:
+            # as Mesa's rusticl (without RUSTICL_ENABLE) and Clover register themselves on many machines
+            print("  no devices", file=out)
         for d_index, device in enumerate(found):
             extensions = device.extensions.split()
             fp64 = "yes" if "cl_khr_fp64" in extensions or device.double_fp_config else "no"
@@ -112,6 +127,9 @@ def cmd_info(args: argparse.Namespace, out: TextIO) -> int:
                   f"max allocation {_human_bytes(device.max_mem_alloc_size)}", file=out)
             print(f"    local memory {_human_bytes(device.local_mem_size)}, "
                   f"max work-group size {device.max_work_group_size}, fp64 {fp64}, fp16 {fp16}", file=out)
+            print(f"    {_limits_text(device)}, {device.address_bits}-bit addresses, out-of-order queues "
+                  f"{'yes' if device.queue_properties & cl.command_queue_properties.OUT_OF_ORDER_EXEC_MODE_ENABLE else 'no'}",
+                  file=out)
     try:
         device, why = devices.default_device_choice()
         print(f"default device: {device.name.strip()} ({why})", file=out)
@@ -145,7 +163,7 @@ def _queue(args: argparse.Namespace) -> cl.CommandQueue:
     if not args.device:
         return devices.default_queue()
     device, _ = devices.select_device(args.device)
-    return cl.CommandQueue(cl.Context([device]), properties=cl.command_queue_properties.PROFILING_ENABLE)
+    return devices.new_queue(device)
 
 
 def cmd_check(args: argparse.Namespace, out: TextIO) -> int:
@@ -294,7 +312,8 @@ def cmd_cache(args: argparse.Namespace, out: TextIO) -> int:
                 config = _config_text(entry.get("config", {})) if isinstance(entry, dict) else "?"
                 algorithm = entry.get("algorithm", "?") if isinstance(entry, dict) else "?"
                 print(f"    {key} -> {algorithm} {config}", file=out)
-    for part, what in (("failed", "failed builds: {} saved sources"), ("templates", "compiled templates: {} files")):
+    for part, what in (("failed", "failed builds: {} saved sources"), ("templates", "compiled templates: {} files"),
+                       ("devices", "device limits: {} probed devices")):
         files, size = _usage(parts[part])
         if files:
             print(f"{what.format(files)}, {_human_bytes(size)} in {_where(part, parts[part])}", file=out)
@@ -353,6 +372,7 @@ def build_parser() -> argparse.ArgumentParser:
     clear.add_argument("--tuning", action="store_true", help="only the tuning database")
     clear.add_argument("--failed", action="store_true", help="only the saved sources of failed builds")
     clear.add_argument("--templates", action="store_true", help="only Mako's compiled templates")
+    clear.add_argument("--devices", action="store_true", help="only the probed device limits")
     cache_sub.add_parser("path", parents=[common], help="print the cache directory")
 
     sub.add_parser("bench", help="benchmark shape sets (clconv.tools.bench; 'clconv bench --help')", add_help=False)

@@ -139,7 +139,7 @@ def test_memory_layer_is_per_context_and_disk_serves_another(cache, queue, reque
     source = _source(request, 2.5)
     builder.build_program(queue, source)
     assert len(entries(cache)) == 1
-    other = cl.CommandQueue(cl.Context([queue.device]))
+    other = clconv.new_queue(queue.device)
     builds, disk = stats.source_builds, stats.disk_hits
     program = builder.build_program(other, source)
     assert stats.source_builds == builds and stats.disk_hits == disk + 1

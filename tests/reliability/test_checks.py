@@ -68,7 +68,7 @@ def backward(**kw):
 
 def other_context_array(shape):
     device = clconv.default_queue().device
-    queue = cl.CommandQueue(cl.Context([device]))
+    queue = clconv.new_queue(device)
     return cl_array.to_device(queue, t(*shape))
 
 

@@ -6,7 +6,6 @@ argument checks is tests/reliability/test_checks.py; the cases here are the ones
 from __future__ import annotations
 
 import numpy as np
-import pyopencl as cl
 import pyopencl.array as cl_array
 import pytest
 from hypothesis import given, settings
@@ -133,8 +132,7 @@ def test_numpy_ints_and_lists_are_ints(value):
 @pytest.fixture(scope="module")
 def other_queue(queue):
     """A second context on the same device (cheap: no program is built in it)."""
-    context = cl.Context([queue.device])
-    return cl.CommandQueue(context)
+    return clconv.new_queue(queue.device)
 
 
 def test_mixed_contexts_name_the_argument(queue, other_queue):

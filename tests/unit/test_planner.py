@@ -4,9 +4,7 @@ named algorithm that declines is a ValueError naming it, raised before anything 
 
 from __future__ import annotations
 
-import types
 
-import pyopencl as cl
 import pytest
 
 import clconv
@@ -19,7 +17,7 @@ from clconv.plan import Problem
 from clconv.planner import candidates, heuristic_order
 
 from cases import GRADIENT_CASES, geometry
-from helpers import random
+from helpers import fake_device, random
 
 ODD_3X3 = "n2g1c5o7i9x9k3x3s1x1p1x1d1x1"
 
@@ -29,7 +27,7 @@ def _problem(tag: str, pass_: str = "forward") -> Problem:
 
 
 def test_cpu_heuristic_prefers_column_buffers_and_1x1_gemms():
-    cpu = types.SimpleNamespace(type=cl.device_type.CPU)
+    cpu = fake_device(gpu=False, compute_units=2)
 
     def first(tag, pass_):
         return heuristic_order(_problem(tag, pass_), cpu)[0]
@@ -69,8 +67,7 @@ def test_heuristic_picks(queue):
     assert first(LARGE[0], "forward") in (("winograd",) if is_gpu(queue.device) else ("implicit_gemm", "im2col"))
 
 
-H200_LIKE = types.SimpleNamespace(type=cl.device_type.GPU, max_compute_units=132, max_work_group_size=1024,
-                                  local_mem_size=48 << 10, global_mem_size=140 << 30, max_mem_alloc_size=35 << 30)
+H200_LIKE = fake_device(gpu=True, compute_units=132, global_mem=140 << 30)
 
 
 @pytest.mark.parametrize("tag, pass_, wanted", [

@@ -1,0 +1,142 @@
+"""What a kernel may use on a device, read from the device and its compiler: the figures every
+algorithm's configurations are derived from, so that each serving algorithm offers at least one
+configuration that runs on the device in hand (never chosen from the device's name).
+
+``CL_DEVICE_MAX_WORK_GROUP_SIZE`` is not enough on its own: Mesa's rusticl on llvmpipe reports
+1024 there, but its compiler grants every kernel 32 work-items (``CL_KERNEL_WORK_GROUP_SIZE``).  So
+the work-group figure is the smaller of the device's and that of a small probe kernel, built once
+per device identity and remembered in ``<cache dir>/devices-v1/`` (a new process reads a small
+file rather than compiling: the warm first call stays ~10 ms on NVIDIA).  A kernel whose own figure
+is lower still (registers on a GPU) is caught by the runner's resource check, and the planner moves
+on to the next configuration.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+
+import pyopencl as cl
+
+from . import settings
+from .builder import atomic_write, quiet_compiler
+from .caches import Cache
+from .tuning import device_key
+
+log = logging.getLogger("clconv.limits")
+LIMITS_FORMAT_VERSION = 1
+
+# A kernel of the kind clconv writes (local memory, a barrier, a loop), so that the compiler's
+# figure for it is what a plain clconv kernel gets.
+_PROBE_SOURCE = """
+__kernel void clc_probe(__global float* data)
+{
+    __local float tile[64];
+    const int i = get_local_id(0) & 63;
+    tile[i] = data[get_global_id(0)];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    float acc = 0.0f;
+    for (int k = 0; k < 64; ++k) acc += tile[(i + k) & 63];
+    data[get_global_id(0)] = acc;
+}
+"""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The figures of one device that configurations are derived from."""
+
+    work_group: int  # work-items one work-group may have: the device's and its compiler's limit
+    work_item_sizes: tuple[int, ...]  # the most work-items along each dimension of a work-group
+    local_mem: int  # bytes of local memory per work-group
+    compute_units: int
+    gpu: bool
+    # CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT / _DOUBLE: lanes of the vector unit (16 and 8 with AVX-512);
+    # 1 where the compiler vectorises across work-items instead (Mesa's llvmpipe), so kernels
+    # written in explicit vectors gain nothing there and build slowly
+    float_lanes: int = 1
+    double_lanes: int = 1
+
+    def lanes(self, itemsize: int) -> int:
+        """Native vector lanes for elements of ``itemsize`` bytes."""
+        return self.double_lanes if itemsize == 8 else self.float_lanes
+
+    def fits(self, local_size: tuple[int, ...], local_bytes: int = 0) -> bool:
+        """Whether a work-group of ``local_size`` using ``local_bytes`` of local memory can run."""
+        threads = 1
+        for extent, most in zip(local_size, self.work_item_sizes):
+            if extent > most:
+                return False
+            threads *= extent
+        return threads <= self.work_group and local_bytes <= self.local_mem
+
+    def widest(self, *options: int) -> list[int]:
+        """Those of ``options`` (work-group sizes of one dimension) that fit, in the given order;
+        the largest power of two that fits when none does."""
+        out = [n for n in options if self.fits((n,))]
+        return out or [pow2_at_most(self.work_group)]
+
+
+def pow2_at_most(n: int) -> int:
+    p = 1
+    while p * 2 <= n:
+        p *= 2
+    return p
+
+
+_limits: Cache[Limits] = Cache("device_limits", maxsize=16)
+
+
+def of(device: cl.Device, context: cl.Context | None = None) -> Limits:
+    """The :class:`Limits` of ``device``, probed once per process (``context``: one of the device's,
+    to build the probe in; a new one is made when it is not given)."""
+    found = _limits.get(device)
+    if found is None:
+        found = _limits.setdefault(device, lambda: _probe(device, context))
+    return found
+
+
+def register(device: object, found: Limits) -> None:
+    """Use ``found`` as the limits of ``device`` from now on, unprobed: for a stand-in device (tests,
+    the heuristic's checks against a device described by hand)."""
+    _limits.put(device, found)
+
+
+def _probe(device: cl.Device, context: cl.Context | None) -> Limits:
+    path = settings.cache_dir() / f"devices-v{LIMITS_FORMAT_VERSION}" / f"{device_key(device)}.json"
+    granted = _remembered(path) if settings.disk_cache_enabled() else None
+    if granted is None:
+        granted = _granted_work_group(device, context)
+        if settings.disk_cache_enabled():
+            atomic_write(path, json.dumps({"kernel_work_group_size": granted}).encode())
+    return Limits(
+        work_group=max(1, min(device.max_work_group_size, granted)),
+        work_item_sizes=tuple(device.max_work_item_sizes),
+        local_mem=device.local_mem_size,
+        compute_units=max(1, device.max_compute_units),
+        gpu=bool(device.type & cl.device_type.GPU),
+        float_lanes=max(1, device.native_vector_width_float),
+        double_lanes=max(1, device.native_vector_width_double),
+    )
+
+
+def _remembered(path) -> int | None:
+    try:
+        value = json.loads(path.read_text())["kernel_work_group_size"]
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        log.warning("clconv: ignoring unreadable device limits %s (%s); probing again", path, exc)
+        return None
+    return value if isinstance(value, int) and value > 0 else None
+
+
+def _granted_work_group(device: cl.Device, context: cl.Context | None) -> int:
+    """CL_KERNEL_WORK_GROUP_SIZE of the probe kernel (built here, outside the program cache: it
+    is no program a convolution runs)."""
+    context = context or cl.Context([device])
+    with quiet_compiler():
+        program = cl.Program(context, _PROBE_SOURCE).build(devices=[device])
+    kernel = cl.Kernel(program, "clc_probe")
+    return int(kernel.get_work_group_info(cl.kernel_work_group_info.WORK_GROUP_SIZE, device))

@@ -143,7 +143,7 @@ def _unpack(blob: bytes) -> bytes | None:
 class ProgramCache:
     """Builds programs once per (context, device, source, options) and remembers them."""
 
-    def __init__(self, name: str = "programs", maxsize: int = 1024) -> None:
+    def __init__(self, name: str = "programs", maxsize: int = 512) -> None:
         # the key holds the context and device themselves: their handles cannot be reused meanwhile
         self._memory: Cache[cl.Program] = Cache(name, maxsize)
 

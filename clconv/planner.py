@@ -36,8 +36,12 @@ TUNE_REPEATS = 5
 # What can go wrong preparing or running a candidate, short of a bug: fall back past it.
 CANDIDATE_FAILURES = (BuildError, LaunchError, cl.Error)
 
-_runners: Cache[Runner] = Cache("runners", maxsize=2048)
-_choices: Cache[Runner] = Cache("choices", maxsize=4096)
+# Prepared runners hold their kernels and so their programs (on PoCL about 1 MB each, rusticl 0.4 MB,
+# measured: docs/portability.md): this bound and the program cache's are what a process keeps.  A
+# choice holds only its runner's key, so an evicted runner is freed, and prepared again (from the
+# program cache, or the disk) if its problem comes back.
+_runners: Cache[Runner] = Cache("runners", maxsize=512)
+_choices: Cache[tuple] = Cache("choices", maxsize=4096)
 
 
 # -- naming and checking algorithms -----------------------------------------------------------------
@@ -182,7 +186,9 @@ def prepare(problem: Problem, algorithm: Algorithm, config: dict, queue: cl.Comm
     key = (queue.context, queue.device, problem, algorithm.name, tuple(sorted(config.items())), *_settings_key())
     runner = _runners.get(key)
     if runner is None:
-        runner = _runners.put(key, build(algorithm.plan(problem, config, queue.device), queue))
+        runner = build(algorithm.plan(problem, config, queue.device), queue)
+        runner.key = key
+        _runners.put(key, runner)
     return runner
 
 
@@ -233,10 +239,11 @@ def plan(problem: Problem, queue: cl.CommandQueue, algorithm: str = "auto") -> R
     everything the choice depends on, including the tuning database's generation, which every
     store and ``tuning.forget_memory()`` bumps."""
     key = _choice_key(queue, problem, algorithm)
-    runner = _choices.get(key)
+    chosen = _choices.get(key)
+    runner = _runners.get(chosen) if chosen is not None else None
     if runner is None:
         runner = _choose(problem, queue, algorithm)
-        _choices.put(key, runner)
+        _choices.put(key, runner.key)
     return runner
 
 

@@ -28,7 +28,8 @@ import os
 import shutil
 import sys
 from pathlib import Path
-from typing import Any, Callable, Sequence, TextIO
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Sequence, TextIO
 
 import numpy as np
 import pyopencl as cl
@@ -166,6 +167,54 @@ def _queue(args: argparse.Namespace) -> cl.CommandQueue:
     return devices.new_queue(device)
 
 
+@dataclass
+class CheckRow:
+    """One algorithm (or one of its configurations) checked against the float64 reference."""
+
+    algorithm: str
+    result: str  # "pass", "FAIL", "ERROR" (it failed to build or run) or "skip" (it declines)
+    note: str  # the configuration, the reason it declines, or the error
+    error: float | None = None  # the largest absolute difference from the reference
+    relative: float | None = None  # that, relative to the largest reference value
+
+
+def check_rows(call: OpCall, names: list[str], queue: cl.CommandQueue, dtype: np.dtype, bias: bool,
+               every_config: bool, tolerance: float | None = None, debug: bool = False) -> Iterator[CheckRow]:
+    """Run ``call`` through each algorithm of ``names`` (every configuration of each when
+    ``every_config``) and compare with the float64 reference: what `clconv check` prints and
+    `python -m clconv.tools.portability` tabulates."""
+    problem = Problem(call.geometry, call.pass_, dtype.name, bias=bias)
+    every_config = every_config and call.geometry.batch > 0  # batch 0 launches nothing
+    expected = call.canonical_reference() if every_config else call.reference()
+    scale = max(1.0, float(np.max(np.abs(expected))) if expected.size else 1.0)
+    tolerance = tolerance if tolerance is not None else reference.tolerance(call.reduction_length, dtype)
+    for name in names:
+        algorithm = planner.get_algorithm(name, call.pass_)
+        try:
+            planner.check_serves(algorithm, problem, queue.device)
+        except ValueError as exc:
+            yield CheckRow(name, "skip", str(exc))
+            continue
+        for config in (algorithm.configs(problem, queue.device) if every_config else [None]):
+            try:
+                if config is None:  # the public op, as a user calls it
+                    got, config = _run_op(call, problem, name, queue, dtype)
+                else:  # one tile configuration, launched directly
+                    got = _run_config(call, problem, algorithm, config, queue, dtype)
+            except Exception as exc:  # a build or launch failure is this algorithm's result, not the CLI's
+                if debug:
+                    raise
+                text = str(exc).strip()
+                yield CheckRow(name, "ERROR", f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}")
+                continue
+            finite = bool(np.isfinite(got).all())
+            err = float(np.max(np.abs(got.astype(np.float64) - expected))) if expected.size else 0.0
+            note = _config_text(config)
+            if not finite:
+                note = f"{np.count_nonzero(~np.isfinite(got))} elements unwritten or not finite; {note}"
+            yield CheckRow(name, "pass" if finite and err / scale <= tolerance else "FAIL", note, err, err / scale)
+
+
 def cmd_check(args: argparse.Namespace, out: TextIO) -> int:
     rng = np.random.default_rng(args.seed)
     call = build_call(args, lambda shape: rng.standard_normal(shape))
@@ -179,10 +228,6 @@ def cmd_check(args: argparse.Namespace, out: TextIO) -> int:
         names = [args.algorithm]
     queue = _queue(args)
     dtype = np.dtype(args.dtype)
-    problem = Problem(call.geometry, call.pass_, dtype.name, bias=bool(args.bias))
-    every_config = args.all_configs and call.geometry.batch > 0  # batch 0 launches nothing
-    expected = call.canonical_reference() if every_config else call.reference()
-    scale = max(1.0, float(np.max(np.abs(expected))) if expected.size else 1.0)
     tolerance = args.tolerance if args.tolerance is not None else reference.tolerance(call.reduction_length, dtype)
     print(f"{args.op}: {call.pass_} pass of {call.geometry.tag()} ({dtype.name}) on {queue.device.name.strip()!r}; "
           f"result {call.result_shape}, tolerance {tolerance:.1e} relative", file=out)
@@ -190,40 +235,18 @@ def cmd_check(args: argparse.Namespace, out: TextIO) -> int:
     print(header, file=out)
     print("-" * len(header), file=out)
     failures = checked = skipped = 0
-    for name in names:
-        algorithm = planner.get_algorithm(name, call.pass_)
-        try:
-            planner.check_serves(algorithm, problem, queue.device)
-        except ValueError as exc:
-            print(f"{name:14} {'skip':7} {'':>12} {'':>10}  {exc}", file=out)
+    for row in check_rows(call, names, queue, dtype, bool(args.bias), args.all_configs, tolerance, args.debug):
+        if row.result == "skip":
             skipped += 1
+            print(f"{row.algorithm:14} {'skip':7} {'':>12} {'':>10}  {row.note}", file=out)
             continue
-        configs = algorithm.configs(problem, queue.device) if every_config else [None]
-        for config in configs:
-            checked += 1
-            try:
-                if config is None:  # the public op, as a user calls it
-                    got, config = _run_op(call, problem, name, queue, dtype)
-                else:  # one tile configuration, launched directly
-                    got = _run_config(call, problem, algorithm, config, queue, dtype)
-            except Exception as exc:  # a build or launch failure is this algorithm's result, not the CLI's
-                failures += 1
-                text = str(exc).strip()
-                first = text.splitlines()[0] if text else type(exc).__name__
-                print(f"{name:14} {'ERROR':7} {'':>12} {'':>10}  {type(exc).__name__}: {first}", file=out)
-                if args.debug:
-                    raise
-                continue
-            finite = bool(np.isfinite(got).all())
-            err = float(np.max(np.abs(got.astype(np.float64) - expected))) if expected.size else 0.0
-            rel = err / scale
-            ok = finite and rel <= tolerance
-            failures += not ok
-            note = _config_text(config)
-            if not finite:
-                note = f"{np.count_nonzero(~np.isfinite(got))} elements unwritten or not finite; {note}"
-            print(f"{name:14} {'pass' if ok else 'FAIL':7} {err:12.3e} {rel:10.2e}  {note}", file=out)
-    what = "configuration(s)" if every_config else "algorithm(s)"
+        checked += 1
+        failures += row.result != "pass"
+        if row.error is None:
+            print(f"{row.algorithm:14} {row.result:7} {'':>12} {'':>10}  {row.note}", file=out)
+        else:
+            print(f"{row.algorithm:14} {row.result:7} {row.error:12.3e} {row.relative:10.2e}  {row.note}", file=out)
+    what = "configuration(s)" if args.all_configs and call.geometry.batch > 0 else "algorithm(s)"
     verdict = "all passed" if not failures else f"{failures} failed"
     print(f"{checked} {what} run, {skipped} algorithm(s) skipped: {verdict}", file=out)
     return FAILURE if failures else 0

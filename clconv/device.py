@@ -81,7 +81,9 @@ def default_queue() -> cl.CommandQueue:
         return _default_queue
 
 
-def new_queue(device: cl.Device, properties: int = cl.command_queue_properties.PROFILING_ENABLE) -> cl.CommandQueue:
+def new_queue(device: cl.Device,
+              properties: cl.command_queue_properties = cl.command_queue_properties.PROFILING_ENABLE,
+              ) -> cl.CommandQueue:
     """A queue of ``device`` in a new context of its own, which the queue keeps alive: Intel's CPU
     runtime frees a context once its last Python reference is gone, although a queue of it lives on
     (the next ``queue.context`` then fails with INVALID_CONTEXT)."""

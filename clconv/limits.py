@@ -91,16 +91,19 @@ _limits: Cache[Limits] = Cache("device_limits", maxsize=16)
 def of(device: cl.Device, context: cl.Context | None = None) -> Limits:
     """The :class:`Limits` of ``device``, probed once per process (``context``: one of the device's,
     to build the probe in; a new one is made when it is not given)."""
-    found = _limits.get(device)
+    found = _described.get(device) or _limits.get(device)
     if found is None:
         found = _limits.setdefault(device, lambda: _probe(device, context))
     return found
 
 
+_described: dict[object, Limits] = {}  # not a cache: clear_caches() keeps what was described by hand
+
+
 def register(device: object, found: Limits) -> None:
     """Use ``found`` as the limits of ``device`` from now on, unprobed: for a stand-in device (tests,
     the heuristic's checks against a device described by hand)."""
-    _limits.put(device, found)
+    _described[device] = found
 
 
 def _probe(device: cl.Device, context: cl.Context | None) -> Limits:

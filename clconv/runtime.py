@@ -99,7 +99,7 @@ class Runner:
         self.label = plan.label
         self.workspaces = dict(plan.workspaces)
         self.launches = [Launch(call, kernel) for call, kernel in zip(plan.calls, kernels)]
-        self.key: tuple | None = None  # the planner's cache key, once it keeps this runner
+        self.key: tuple = ()  # the planner's cache key, once it keeps this runner
 
     @property
     def workspace_bytes(self) -> int:

@@ -85,12 +85,12 @@ def _tile_fits(tile, fit: limits.Limits, itemsize: int) -> bool:
     return fit.fits((tn // wn, tm // wm), local_bytes)
 
 
-def _smallest_tile(fit: limits.Limits) -> tuple:
+def _smallest_tiles(fit: limits.Limits) -> list[tuple]:
     """For a device no table tile fits: one output per work-item, as many work-items as it allows
-    (up to 8 x 8), still tiled through local memory."""
+    (up to 8 x 8, both ways round when not square), still tiled through local memory."""
     threads = pow2_at_most(min(fit.work_group, 64))
-    tm = pow2_at_most(int(threads ** 0.5))
-    return (tm, threads // tm, 8, 1, 1, 1, 0)
+    side = pow2_at_most(int(threads ** 0.5))
+    return list(dict.fromkeys([(side, threads // side, 8, 1, 1, 1, 0), (threads // side, side, 8, 1, 1, 1, 0)]))
 
 
 def gemm_tiles(m: int, n: int, fit: limits.Limits, itemsize: int, limit: int = 4, groups: int = 1,
@@ -102,7 +102,7 @@ def gemm_tiles(m: int, n: int, fit: limits.Limits, itemsize: int, limit: int = 4
     gpu = fit.gpu
     tiles = [t for t in (GPU_TILES if gpu else CPU_TILES) if _tile_fits(t, fit, itemsize)]
     if not tiles:
-        tiles = [_smallest_tile(fit)]
+        tiles = _smallest_tiles(fit)
     units = fit.compute_units
 
     def cost(tile) -> float:

@@ -15,7 +15,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -28,13 +28,14 @@ from .cli import CheckRow, _queue, check_rows
 FAMILIES = ("conv", "conv_input", "conv_weight", "conv_transpose", "conv_transpose_input", "conv_transpose_weight")
 
 # (input, weight, options) of each family's forward op; between them every algorithm serves one
-FORWARD_GEOMETRIES = (
+Geometries = tuple[tuple[str, str, dict[str, Any]], ...]
+FORWARD_GEOMETRIES: Geometries = (
     ("2,8,9,8", "6,8,3,3", {"padding": "1"}),               # 3x3 stride 1: winograd, the GEMMs, direct
     ("2,8,16,16", "6,8,1,1", {}),                            # 1x1: gemm1x1; a 512-long weight-gradient sum: splitk
     ("2,4,9,9", "8,1,3,3", {"padding": "1", "groups": 4}),   # depthwise: depthwise, depthwise_rows
     ("2,6,11,10", "4,3,3,2", {"stride": "2", "padding": "1:2,0:1", "dilation": "1,2", "groups": 2}),
 )
-TRANSPOSED_GEOMETRIES = (
+TRANSPOSED_GEOMETRIES: Geometries = (
     ("2,6,9,8", "6,8,3,3", {"padding": "1"}),
     ("2,6,16,16", "6,8,1,1", {}),
     ("2,8,9,9", "8,1,3,3", {"padding": "1", "groups": 8}),

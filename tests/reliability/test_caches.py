@@ -27,7 +27,7 @@ from clconv.geometry import ConvGeometry, resolve_conv
 from clconv.plan import Problem
 from clconv.templates import builtin_template_dir
 
-from helpers import assert_matches, poisoned, random
+from helpers import assert_matches, poisoned, random, skip_unless_bad_binaries_are_refused
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -221,30 +221,11 @@ def _garble_valid_checksum_bad_binary(blob: bytes) -> bytes:
     return builder._pack(b"\x7fELF but not a program " * 20)  # passes the checksum, the driver refuses it
 
 
-BAD_BINARY_CHILD = """
-import clconv, pyopencl as cl
-queue = clconv.default_queue()
-try:
-    cl.Program(queue.context, [queue.device], [b"\\x7fELF but not a program " * 20]).build()
-except cl.Error:
-    pass
-"""
-
-
-def _survives_a_bad_binary() -> bool:
-    """Whether the OpenCL implementation refuses an invalid program binary with an error, as the
-    specification says, rather than ending the process (Mesa 22.3's rusticl panics: 'unknown
-    version', program.rs; docs/portability.md)."""
-    done = subprocess.run([sys.executable, "-c", BAD_BINARY_CHILD], cwd=REPO, capture_output=True, timeout=120)
-    return done.returncode == 0
-
-
 @pytest.mark.parametrize("garble", [_garble_empty, _garble_truncate, _garble_magic, _garble_payload,
                                     _garble_valid_checksum_bad_binary], ids=lambda f: f.__name__[8:])
 def test_corrupt_entry_in_process(garble, cache, queue, request):
-    if garble is _garble_valid_checksum_bad_binary and not _survives_a_bad_binary():
-        pytest.skip(f"{queue.device.platform.name!r} ends the process on an invalid program binary instead of "
-                    "refusing it (upstream bug): the checksum is what keeps a bad entry from reaching it")
+    if garble is _garble_valid_checksum_bad_binary:
+        skip_unless_bad_binaries_are_refused(queue)
     source = _source(request, 3.5)
     builder.build_program(queue, source)
     (path,) = entries(cache)

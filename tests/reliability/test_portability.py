@@ -276,3 +276,19 @@ def test_arrays_of_one_device_with_the_queue_of_another_are_refused(rng):
     x, w = (cl_array.to_device(first, random(rng, s)) for s in (X_SHAPE, W_SHAPE))
     with pytest.raises(TypeError, match="input lives in another OpenCL context"):
         clconv.conv2d(x, w, padding=PADDING, queue=second)
+
+
+# -- launch sizes ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("algorithm", ["direct", "depthwise_rows", "implicit_gemm"])
+def test_more_than_65535_work_groups_along_a_second_dimension(queue, rng, algorithm):
+    """A depthwise layer of 66000 channels: the direct kernel's second dimension (batch x channels)
+    and the GEMM's third (groups) pass 65535, the most blocks a CUDA grid has along y and z;
+    NVIDIA's OpenCL maps work-groups onto such a grid.  Small images keep it cheap everywhere."""
+    channels = 66000
+    x = random(rng, (1, channels, 4, 4))
+    w = random(rng, (channels, 1, 3, 3))
+    got = clconv.conv2d(x, w, padding=1, groups=channels, algorithm=algorithm)
+    g = resolve_conv(2, x.shape, w.shape, None, 1, 1, 1, channels).geometry
+    assert_matches(got, reference.forward(g, x, w), g.reduction_length)

@@ -94,14 +94,15 @@ def table(queue, dtypes: Sequence[str]) -> tuple[list[tuple[str, str, dict[str, 
 
 def merged(tables: list[dict]) -> str:
     """One markdown table of several implementations' --json tables: a column per implementation
-    and dtype, ``-`` where one has no such dtype (no cl_khr_fp64)."""
+    and dtype; "no fp64" where a device has no cl_khr_fp64 (its calls are a TypeError)."""
     columns = [(t["name"], dtype) for t in tables for dtype in ("float32", "float64")]
+    missing = {t["name"]: "no fp64" for t in tables if "float64" not in t["dtypes"]}
     lookup = {(t["name"], r["op"], r["algorithm"]): r["cells"] for t in tables for r in t["rows"]}
     keys = list(dict.fromkeys((r["op"], r["algorithm"]) for t in tables for r in t["rows"]))
     lines = ["| op | algorithm | " + " | ".join(f"{name} {dtype}" for name, dtype in columns) + " |",
              "| --- | --- | " + " | ".join("---" for _ in columns) + " |"]
     for op, algorithm in keys:
-        cells = [lookup.get((name, op, algorithm), {}).get(dtype, "-") for name, dtype in columns]
+        cells = [lookup.get((name, op, algorithm), {}).get(dtype, missing.get(name, "-")) for name, dtype in columns]
         lines.append(f"| {op} | {algorithm} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

@@ -19,9 +19,9 @@ ${prelude.entry_points(self, entries)}\
     chunk = -(-total // slices)
 %>
 __kernel __attribute__((reqd_work_group_size(${wg}, 1, 1)))
-void clc_depthwise_wgrad(__global const clc_real* x_base, const long x_off,
-                         __global const clc_real* dy_base, const long dy_off,
-                         __global clc_real* partial)
+void clc_depthwise_wgrad(__global const clc_real* restrict x_base, const long x_off,
+                         __global const clc_real* restrict dy_base, const long dy_off,
+                         __global clc_real* restrict partial)
 {
     __global const clc_real* restrict x = x_base + x_off;
     __global const clc_real* restrict dy = dy_base + dy_off;

@@ -55,10 +55,10 @@ ${body("o", True)}
     krows = prelude.attr.kernel_rows(geom)
 %>
 /* global: rows = N * COUT * OD * OH rounded up; y row = w-weighted sum of KD*KH input rows */
-__kernel void clc_dw_rows_forward(__global const clc_real* x_base, const long x_off,
-                                  __global const clc_real* w_base, const long w_off,
-                                  __global const clc_real* bias_base, const long bias_off,
-                                  __global clc_real* y_base, const long y_off)
+__kernel void clc_dw_rows_forward(__global const clc_real* restrict x_base, const long x_off,
+                                  __global const clc_real* restrict w_base, const long w_off,
+                                  __global const clc_real* restrict bias_base, const long bias_off,
+                                  __global clc_real* restrict y_base, const long y_off)
 {
     const clc_idx row = get_global_id(0);
     if (row >= (clc_idx)CLC_N * CLC_COUT * CLC_OD * CLC_OH) return;
@@ -121,10 +121,10 @@ ${vector_columns(forward_vector)}
 %>
 /* global: rows = N * CIN * ID * IH rounded up.  dx row (b, c, id, ih) gathers, for each output
    channel c*CO + j of its group and each kernel row whose output row exists, dy along the row. */
-__kernel void clc_dw_rows_backward_data(__global const clc_real* dy_base, const long dy_off,
-                                        __global const clc_real* w_base, const long w_off,
-                                        __global const clc_real* bias_base, const long bias_off,
-                                        __global clc_real* dx_base, const long dx_off)
+__kernel void clc_dw_rows_backward_data(__global const clc_real* restrict dy_base, const long dy_off,
+                                        __global const clc_real* restrict w_base, const long w_off,
+                                        __global const clc_real* restrict bias_base, const long bias_off,
+                                        __global clc_real* restrict dx_base, const long dx_off)
 {
     const clc_idx row = get_global_id(0);
     if (row >= (clc_idx)CLC_N * CLC_CIN * CLC_ID * CLC_IH) return;
@@ -198,9 +198,9 @@ ${vector_columns(data_vector)}
 /* global: COUT * slices rounded up.  Work-item (slice, co) sums dy[b][co] times the input under each
    tap over its slice of the (b, od, oh) rows; with one slice it writes dw, else partial[slice][co]
    (summed by reduce.mako's clc_splitk_sum). */
-__kernel void clc_dw_rows_backward_weight(__global const clc_real* x_base, const long x_off,
-                                          __global const clc_real* dy_base, const long dy_off,
-                                          __global clc_real* dst_base, const long dst_off)
+__kernel void clc_dw_rows_backward_weight(__global const clc_real* restrict x_base, const long x_off,
+                                          __global const clc_real* restrict dy_base, const long dy_off,
+                                          __global clc_real* restrict dst_base, const long dst_off)
 {
     const clc_idx e = get_global_id(0);
     if (e >= (clc_idx)CLC_COUT * ${slices}) return;

@@ -5,6 +5,10 @@
 ##   clc_direct_backward_weight  one work-group per weight element, a tree reduction in local memory
 ## Parameters: geom, real, index, entries; bias (clc_direct_forward, clc_direct_backward_data);
 ## wg, the work-group size (clc_direct_backward_weight).
+## Unlike the other families, these kernels take no `restrict` arguments: with them, Intel's CPU
+## compiler (OpenCL runtime 2026.22) crashed the process at the first launch of the float64 forward
+## of a grouped layer (docs/portability.md).  The other families keep them: clang-based compilers
+## honour `restrict` on kernel arguments only, and PoCL's im2col GEMMs ran 7-23% slower without.
 <%namespace name="prelude" file="prelude.mako"/>
 ${prelude.header(geom, real, index)}
 ${prelude.entry_points(self, entries)}\

@@ -99,10 +99,10 @@ ${prelude.entry_points(self, entries)}\
 </%def>
 
 __kernel __attribute__((reqd_work_group_size(${RTN}, ${RTM}, 1)))
-void clc_gemm(__global const clc_real* a_base, const long a_off,
-              __global const clc_real* b_base, const long b_off,
-              __global clc_real* c_base, const long c_off,
-              __global const clc_real* bias_base, const long bias_off,
+void clc_gemm(__global const clc_real* restrict a_base, const long a_off,
+              __global const clc_real* restrict b_base, const long b_off,
+              __global clc_real* restrict c_base, const long c_off,
+              __global const clc_real* restrict bias_base, const long bias_off,
               const int chunk)
 {
     __global const clc_real* restrict a = a_base + a_off;

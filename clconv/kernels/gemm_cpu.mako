@@ -41,8 +41,8 @@ ${prelude.entry_points(self, entries)}\
 <%def name="clc_pack_a()">
 /* global: (K, MB, G).  Ap[g][mb][k][i] = A(mb * WM + i, k); rows past M repeat row M-1 (their
    sums are never stored), so the GEMM reads whole blocks without tests. */
-__kernel void clc_pack_a(__global const clc_real* a_base, const long a_off,
-                         __global clc_real* packed_base, const long packed_off)
+__kernel void clc_pack_a(__global const clc_real* restrict a_base, const long a_off,
+                         __global clc_real* restrict packed_base, const long packed_off)
 {
     const clc_idx k = get_global_id(0), mb = get_global_id(1), g = get_global_id(2);
     __global const clc_real* restrict a = a_base + a_off;
@@ -90,10 +90,10 @@ __global const clc_real* apk = ap + k_begin * ${WM};  /* a pointer walk: measure
 </%def>
 
 __kernel __attribute__((reqd_work_group_size(${LM}, 1, 1)))
-void clc_gemm(__global const clc_real* a_base, const long a_off,
-              __global const clc_real* b_base, const long b_off,
-              __global clc_real* c_base, const long c_off,
-              __global const clc_real* bias_base, const long bias_off,
+void clc_gemm(__global const clc_real* restrict a_base, const long a_off,
+              __global const clc_real* restrict b_base, const long b_off,
+              __global clc_real* restrict c_base, const long c_off,
+              __global const clc_real* restrict bias_base, const long bias_off,
               const int chunk)
 {
     __global const clc_real* restrict a = a_base + a_off;

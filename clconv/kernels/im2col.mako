@@ -14,8 +14,8 @@ ${prelude.entry_points(self, entries)}\
 ##
 <%def name="clc_im2col()">
 /* global: (NB*OP rounded up, G*CI*KV); `chunk` is the first image of this launch. */
-__kernel void clc_im2col(__global const clc_real* x_base, const long x_off,
-                         __global clc_real* col, const int chunk)
+__kernel void clc_im2col(__global const clc_real* restrict x_base, const long x_off,
+                         __global clc_real* restrict col, const int chunk)
 {
     const clc_idx n = get_global_id(0);
     if (n >= CLC_COLS) return;
@@ -38,9 +38,9 @@ __kernel void clc_im2col(__global const clc_real* x_base, const long x_off,
 ##
 <%def name="clc_col2im()">
 /* global: (IP rounded up, NB*CIN). */
-__kernel void clc_col2im(__global const clc_real* col,
-                         __global const clc_real* bias_base, const long bias_off,
-                         __global clc_real* dx_base, const long dx_off, const int chunk)
+__kernel void clc_col2im(__global const clc_real* restrict col,
+                         __global const clc_real* restrict bias_base, const long bias_off,
+                         __global clc_real* restrict dx_base, const long dx_off, const int chunk)
 {
     const clc_idx pi = get_global_id(0);
     if (pi >= CLC_IP) return;

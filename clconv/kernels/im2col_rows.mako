@@ -19,8 +19,8 @@ ${prelude.entry_points(self, entries)}\
 ##
 <%def name="clc_im2col_rows()">
 /* global: (OD*OH, NB, G*CI*KV) */
-__kernel void clc_im2col_rows(__global const clc_real* x_base, const long x_off,
-                              __global clc_real* col, const int chunk)
+__kernel void clc_im2col_rows(__global const clc_real* restrict x_base, const long x_off,
+                              __global clc_real* restrict col, const int chunk)
 {
     const int line = get_global_id(0);            /* od * OH + oh */
     const clc_idx image = get_global_id(1);       /* image of this launch: b = chunk + image */
@@ -51,8 +51,8 @@ __kernel void clc_im2col_rows(__global const clc_real* x_base, const long x_off,
 /* The column buffer transposed, for the weight gradient: colT[g][(b, po)][(ci, tap)], so that the
    CPU GEMM reads B = colT with row loads along (ci, tap).  One work-item per output pixel writes
    its CI * KV values contiguously.  global: (OP, NB, G) */
-__kernel void clc_im2col_t(__global const clc_real* x_base, const long x_off,
-                           __global clc_real* col, const int chunk)
+__kernel void clc_im2col_t(__global const clc_real* restrict x_base, const long x_off,
+                           __global clc_real* restrict col, const int chunk)
 {
     const clc_idx po = get_global_id(0);
     const clc_idx image = get_global_id(1);
@@ -84,8 +84,8 @@ __kernel void clc_im2col_t(__global const clc_real* x_base, const long x_off,
    rows' validity and input lines are decided once, and per output pixel the KV values of this
    channel are written next to each other (clc_im2col_t's per-element index decoding and tests cost
    it 4.5 GB/s on PoCL).  global: (G*CI, OD*OH, NB) */
-__kernel void clc_im2col_t_rows(__global const clc_real* x_base, const long x_off,
-                                __global clc_real* col, const int chunk)
+__kernel void clc_im2col_t_rows(__global const clc_real* restrict x_base, const long x_off,
+                                __global clc_real* restrict col, const int chunk)
 {
     const clc_idx gci = get_global_id(0);         /* g * CI + ci: the input channel */
     const int line = get_global_id(1);            /* od * OH + oh */
@@ -118,9 +118,9 @@ __kernel void clc_im2col_t_rows(__global const clc_real* x_base, const long x_of
    divisions or tests inside, which LLVM vectorises; im2col.mako's clc_col2im decodes indices per
    element).  Taps are added in the same order as clc_col2im's, the bias last.
    global: (ID*IH, NB, CIN) */
-__kernel void clc_col2im_rows(__global const clc_real* col,
-                              __global const clc_real* bias_base, const long bias_off,
-                              __global clc_real* dx_base, const long dx_off, const int chunk)
+__kernel void clc_col2im_rows(__global const clc_real* restrict col,
+                              __global const clc_real* restrict bias_base, const long bias_off,
+                              __global clc_real* restrict dx_base, const long dx_off, const int chunk)
 {
     const int line = get_global_id(0);            /* id * IH + ih */
     const clc_idx image = get_global_id(1);

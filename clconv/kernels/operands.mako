@@ -9,7 +9,7 @@
 ## ---------------------------------------------------------------- A operands
 <%def name="a_weight(p)">
 /* A = weight of group g as (CO x CI*KV); rows are contiguous. */
-inline clc_real clc_load_a(__global const clc_real* w, clc_idx g, clc_idx m, clc_idx k, int chunk)
+inline clc_real clc_load_a(__global const clc_real* restrict w, clc_idx g, clc_idx m, clc_idx k, int chunk)
 {
     return w[(g * CLC_CO + m) * ((clc_idx)CLC_CI * CLC_KV) + k];
 }
@@ -17,7 +17,7 @@ inline clc_real clc_load_a(__global const clc_real* w, clc_idx g, clc_idx m, clc
 
 <%def name="a_weight_bwd_data(p)">
 /* A(ci, (co, tap)) = w[g*CO + co][ci][tap]: the weight read "transposed" per tap for the data gradient. */
-inline clc_real clc_load_a(__global const clc_real* w, clc_idx g, clc_idx m, clc_idx k, int chunk)
+inline clc_real clc_load_a(__global const clc_real* restrict w, clc_idx g, clc_idx m, clc_idx k, int chunk)
 {
     const clc_idx co = k / CLC_KV, tap = k % CLC_KV;
     return w[((g * CLC_CO + co) * CLC_CI + m) * CLC_KV + tap];
@@ -26,7 +26,7 @@ inline clc_real clc_load_a(__global const clc_real* w, clc_idx g, clc_idx m, clc
 
 <%def name="a_weight_t(p)">
 /* A((ci, tap), co) = w[g*CO + co][ci][tap]: the transposed weight, for the GEMM before col2im. */
-inline clc_real clc_load_a(__global const clc_real* w, clc_idx g, clc_idx m, clc_idx k, int chunk)
+inline clc_real clc_load_a(__global const clc_real* restrict w, clc_idx g, clc_idx m, clc_idx k, int chunk)
 {
     return w[(g * CLC_CO + k) * ((clc_idx)CLC_CI * CLC_KV) + m];
 }
@@ -34,7 +34,7 @@ inline clc_real clc_load_a(__global const clc_real* w, clc_idx g, clc_idx m, clc
 
 <%def name="a_grad_output_rows(p)">
 /* A(co, (b, po)) = dy[b][g*CO + co][po], b counted from `chunk`: the weight gradient's left operand. */
-inline clc_real clc_load_a(__global const clc_real* dy, clc_idx g, clc_idx m, clc_idx k, int chunk)
+inline clc_real clc_load_a(__global const clc_real* restrict dy, clc_idx g, clc_idx m, clc_idx k, int chunk)
 {
     const clc_idx b = chunk + k / CLC_OP, po = k % CLC_OP;
     return dy[(b * CLC_COUT + g * CLC_CO + m) * CLC_OP + po];
@@ -44,7 +44,7 @@ inline clc_real clc_load_a(__global const clc_real* dy, clc_idx g, clc_idx m, cl
 ## ---------------------------------------------------------------- B operands
 <%def name="b_input_unfold(p)">
 /* B((ci, tap), (b, po)) = padded input under tap of output pixel po: im2col without the buffer. */
-inline clc_real clc_load_b(__global const clc_real* x, clc_idx g, clc_idx k, clc_idx n, int chunk)
+inline clc_real clc_load_b(__global const clc_real* restrict x, clc_idx g, clc_idx k, clc_idx n, int chunk)
 {
     const clc_idx ci = k / CLC_KV, tap = k % CLC_KV;
     const clc_idx b = chunk + n / CLC_OP, po = n % CLC_OP;
@@ -60,7 +60,7 @@ inline clc_real clc_load_b(__global const clc_real* x, clc_idx g, clc_idx k, clc
 
 <%def name="b_input_unfold_t(p)">
 /* B((b, po), (ci, tap)): the unfolded input transposed, for the weight gradient. */
-inline clc_real clc_load_b(__global const clc_real* x, clc_idx g, clc_idx k, clc_idx n, int chunk)
+inline clc_real clc_load_b(__global const clc_real* restrict x, clc_idx g, clc_idx k, clc_idx n, int chunk)
 {
     const clc_idx ci = n / CLC_KV, tap = n % CLC_KV;
     const clc_idx b = chunk + k / CLC_OP, po = k % CLC_OP;
@@ -76,7 +76,7 @@ inline clc_real clc_load_b(__global const clc_real* x, clc_idx g, clc_idx k, clc
 
 <%def name="b_input_pointwise(p)">
 /* B(ci, (b, po)) for a 1x1 unpadded convolution: the input read at the stride grid, no unfolding. */
-inline clc_real clc_load_b(__global const clc_real* x, clc_idx g, clc_idx k, clc_idx n, int chunk)
+inline clc_real clc_load_b(__global const clc_real* restrict x, clc_idx g, clc_idx k, clc_idx n, int chunk)
 {
     const clc_idx b = chunk + n / CLC_OP, po = n % CLC_OP;
     CLC_SPLIT_OUT(po, od, oh, ow);
@@ -86,7 +86,7 @@ inline clc_real clc_load_b(__global const clc_real* x, clc_idx g, clc_idx k, clc
 
 <%def name="b_input_pointwise_t(p)">
 /* B((b, po), ci) for the 1x1 weight gradient. */
-inline clc_real clc_load_b(__global const clc_real* x, clc_idx g, clc_idx k, clc_idx n, int chunk)
+inline clc_real clc_load_b(__global const clc_real* restrict x, clc_idx g, clc_idx k, clc_idx n, int chunk)
 {
     const clc_idx b = chunk + k / CLC_OP, po = k % CLC_OP;
     CLC_SPLIT_OUT(po, od, oh, ow);
@@ -96,7 +96,7 @@ inline clc_real clc_load_b(__global const clc_real* x, clc_idx g, clc_idx k, clc
 
 <%def name="b_columns(p)">
 /* B(k, n) = col[g][k][n]: an explicit column buffer (im2col), rows of N = chunk images x pixels. */
-inline clc_real clc_load_b(__global const clc_real* col, clc_idx g, clc_idx k, clc_idx n, int chunk)
+inline clc_real clc_load_b(__global const clc_real* restrict col, clc_idx g, clc_idx k, clc_idx n, int chunk)
 {
     return col[(g * ${p["K"]} + k) * ${p["N"]} + n];
 }
@@ -104,7 +104,7 @@ inline clc_real clc_load_b(__global const clc_real* col, clc_idx g, clc_idx k, c
 
 <%def name="b_columns_t(p)">
 /* B(k, n) = col[g][n][k]: the column buffer read transposed (weight gradient, contraction over pixels). */
-inline clc_real clc_load_b(__global const clc_real* col, clc_idx g, clc_idx k, clc_idx n, int chunk)
+inline clc_real clc_load_b(__global const clc_real* restrict col, clc_idx g, clc_idx k, clc_idx n, int chunk)
 {
     return col[(g * ${p["N"]} + n) * ${p["K"]} + k];
 }
@@ -113,7 +113,7 @@ inline clc_real clc_load_b(__global const clc_real* col, clc_idx g, clc_idx k, c
 <%def name="b_grad_output_gather(p)">
 /* B((co, tap), (b, pi)) = dy at the output pixel whose tap lands on input pixel pi, else 0:
    the data gradient as a gather (no atomics); stride holes read as zero. */
-inline clc_real clc_load_b(__global const clc_real* dy, clc_idx g, clc_idx k, clc_idx n, int chunk)
+inline clc_real clc_load_b(__global const clc_real* restrict dy, clc_idx g, clc_idx k, clc_idx n, int chunk)
 {
     const clc_idx co = k / CLC_KV, tap = k % CLC_KV;
     const clc_idx b = chunk + n / CLC_IP, pi = n % CLC_IP;
@@ -129,7 +129,7 @@ inline clc_real clc_load_b(__global const clc_real* dy, clc_idx g, clc_idx k, cl
 
 <%def name="b_grad_output_cols(p)">
 /* B(co, (b, po)) = dy[b][g*CO + co][po]: the right operand of the GEMM that feeds col2im. */
-inline clc_real clc_load_b(__global const clc_real* dy, clc_idx g, clc_idx k, clc_idx n, int chunk)
+inline clc_real clc_load_b(__global const clc_real* restrict dy, clc_idx g, clc_idx k, clc_idx n, int chunk)
 {
     const clc_idx b = chunk + n / CLC_OP, po = n % CLC_OP;
     return dy[(b * CLC_COUT + g * CLC_CO + k) * CLC_OP + po];
@@ -139,7 +139,7 @@ inline clc_real clc_load_b(__global const clc_real* dy, clc_idx g, clc_idx k, cl
 ## ---------------------------------------------------------------- C operands
 <%def name="c_nchw(p)">
 /* C(m, (b, pixel)) -> out[b][g*M + m][pixel] (+ bias): an NC(D)HW activation tensor. */
-inline void clc_store_c(__global clc_real* out, __global const clc_real* bias,
+inline void clc_store_c(__global clc_real* restrict out, __global const clc_real* restrict bias,
                         clc_idx g, clc_idx split, clc_idx m, clc_idx n, clc_real value, int chunk)
 {
     const clc_idx b = chunk + n / ${p["pixels"]}, pixel = n % ${p["pixels"]};
@@ -153,7 +153,7 @@ inline void clc_store_c(__global clc_real* out, __global const clc_real* bias,
 
 <%def name="c_matrix(p)">
 /* C(m, n) -> out[split][g][m][n]: a weight gradient, a split-K partial, or a column buffer. */
-inline void clc_store_c(__global clc_real* out, __global const clc_real* bias,
+inline void clc_store_c(__global clc_real* restrict out, __global const clc_real* restrict bias,
                         clc_idx g, clc_idx split, clc_idx m, clc_idx n, clc_real value, int chunk)
 {
     const clc_idx at = ((split * CLC_G + g) * ${p["M"]} + m) * ${p["N"]} + n;

@@ -4,9 +4,6 @@
 ## family's kernels the caller asked for.  All generated identifiers carry the clc_/CLC_ prefix.
 ## The body's text after that call is output too, so a family's defs there each end with
 ## `</%def>\` and are set apart by `##` lines rather than blank ones (no blank lines trail the source).
-## Kernel arguments are never `restrict`: Intel's CPU compiler (OpenCL runtime 2026.22) crashes the
-## process at the first launch of some kernels whose arguments are (the float64 direct forward of a
-## grouped layer: docs/portability.md); pointers derived from them inside a kernel may be.
 ## Facts several families use are stated here once: module-level functions of the parameters
 ## (prelude.attr.<name>, numbers and tuples only) and defs that write C text.
 <%!

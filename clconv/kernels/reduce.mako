@@ -9,8 +9,8 @@ ${prelude.header(geom, real, index)}
 ${prelude.entry_points(self, entries)}\
 ##
 <%def name="clc_splitk_sum()">
-__kernel void clc_splitk_sum(__global const clc_real* partial,
-                             __global clc_real* out_base, const long out_off)
+__kernel void clc_splitk_sum(__global const clc_real* restrict partial,
+                             __global clc_real* restrict out_base, const long out_off)
 {
     const clc_idx e = get_global_id(0);
     if (e >= ${elements}) return;
@@ -23,8 +23,8 @@ __kernel void clc_splitk_sum(__global const clc_real* partial,
 ##
 <%def name="clc_bias_grad()">
 __kernel __attribute__((reqd_work_group_size(${wg}, 1, 1)))
-void clc_bias_grad(__global const clc_real* dy_base, const long dy_off,
-                   __global clc_real* db_base, const long db_off)
+void clc_bias_grad(__global const clc_real* restrict dy_base, const long dy_off,
+                   __global clc_real* restrict db_base, const long db_off)
 {
     const int lid = get_local_id(0);
     const clc_idx channel = get_group_id(1);

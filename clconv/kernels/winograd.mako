@@ -17,8 +17,8 @@ ${prelude.entry_points(self, entries)}\
 ##
 <%def name="clc_wino_weight()">
 /* global: (COUT * CIN, GROUPS); one work-item per 3x3 filter. */
-__kernel void clc_wino_weight(__global const clc_real* w_base, const long w_off,
-                              __global clc_real* u)
+__kernel void clc_wino_weight(__global const clc_real* restrict w_base, const long w_off,
+                              __global clc_real* restrict u)
 {
     const clc_idx oi = get_global_id(0);
     if (oi >= (clc_idx)${COUT} * ${CIN}) return;
@@ -54,8 +54,8 @@ __kernel void clc_wino_weight(__global const clc_real* w_base, const long w_off,
 <%def name="clc_wino_input()">
 /* global: (P = N * TH * TW tiles rounded up, GROUPS * CIN); consecutive work-items take
    consecutive tiles, so the writes of V rows coalesce. */
-__kernel void clc_wino_input(__global const clc_real* src_base, const long src_off,
-                             __global clc_real* v)
+__kernel void clc_wino_input(__global const clc_real* restrict src_base, const long src_off,
+                             __global clc_real* restrict v)
 {
     const clc_idx p = get_global_id(0);
     if (p >= CLC_W_P) return;
@@ -99,8 +99,8 @@ __kernel void clc_wino_input(__global const clc_real* src_base, const long src_o
    the CIN contraction ${LS} at a time through local memory; work-item (lx, ly) computes outputs
    (ly + ${LS}*a, lx + ${LS}*b), a, b < 4, so that a row of work-items reads consecutive B elements. */
 __kernel __attribute__((reqd_work_group_size(${LS}, ${LS}, 1)))
-void clc_wino_gemm(__global const clc_real* u, __global const clc_real* v,
-                   __global clc_real* m)
+void clc_wino_gemm(__global const clc_real* restrict u, __global const clc_real* restrict v,
+                   __global clc_real* restrict m)
 {
     const int lx = get_local_id(0), ly = get_local_id(1);
     const clc_idx p0 = (clc_idx)get_group_id(0) * ${T};
@@ -145,9 +145,9 @@ void clc_wino_gemm(__global const clc_real* u, __global const clc_real* v,
 ##
 <%def name="clc_wino_output()">
 /* global: (P rounded up, GROUPS * COUT); one work-item per (tile, output channel). */
-__kernel void clc_wino_output(__global const clc_real* m,
-                              __global const clc_real* bias_base, const long bias_off,
-                              __global clc_real* dst_base, const long dst_off)
+__kernel void clc_wino_output(__global const clc_real* restrict m,
+                              __global const clc_real* restrict bias_base, const long bias_off,
+                              __global clc_real* restrict dst_base, const long dst_off)
 {
     const clc_idx p = get_global_id(0);
     if (p >= CLC_W_P) return;

@@ -6,7 +6,10 @@ gradient; for a transposed layer its forward is the canonical data gradient), th
 the first launch's start to the last launch's end, GFLOP/s, and, when PyTorch is importable, PyTorch's
 median time for the same pass on the same kind of device (cuDNN on an NVIDIA GPU, with TF32 off and
 ``cudnn.benchmark`` on; its CPU kernels otherwise) and the ratio clconv/PyTorch, with the geometric
-mean of the ratios.  On a CPU device it also times a NumPy im2col + matmul forward.  ``--check``
+mean of the ratios.  Beside the kernel times, what a user sees: the wall time per call of a stream
+of 20 public-API calls with default arguments (results allocated by clconv, ``algorithm='auto'``)
+and one synchronisation at the end, against PyTorch timed the same way (``--no-stream`` skips it).
+On a CPU device it also times a NumPy im2col + matmul forward.  ``--check``
 compares every result with a float64 reference (PyTorch in float64 on the same device when
 available, else clconv's NumPy reference).  Results go to the terminal and optionally to
 ``--json``/``--csv`` files and a ``--plot`` PNG (matplotlib).
@@ -97,6 +100,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="time a NumPy im2col+matmul forward too (default: on a CPU device)")
     parser.add_argument("--no-numpy", dest="numpy", action="store_false")
     parser.add_argument("--check", action="store_true", help="check every result against a float64 reference")
+    parser.add_argument("--no-stream", action="store_true",
+                        help="skip the stream timing (20 default public-API calls, one sync; PyTorch the same way)")
     parser.add_argument("--first-call", action="store_true",
                         help="measure cold first call, warm-disk-cache first call in a new process, and host overhead")
     parser.add_argument("--from-json", metavar="FILE", nargs="+",
@@ -144,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     for layer in layers:
         rows += bench_layer(layer, passes, queue, algorithm=args.algorithm, repeats=repeats, torch=torch,
                             numpy_baseline=numpy_baseline, check=args.check, rng=rng, progress=progress,
-                            statistic=min if args.stat == "min" else statistics.median)
+                            statistic=min if args.stat == "min" else statistics.median, stream=not args.no_stream)
     progress.close()
     print_table(rows)
     if rows:

@@ -49,6 +49,11 @@ class Row:
     ratio: float = float("nan")  # clconv time / reference time
     numpy_ms: float = float("nan")
     error: float = float("nan")  # ||out - ref|| / ||ref|| against a float64 reference
+    # what a user sees: ms per call of a stream of public-API calls with default arguments (results
+    # allocated by clconv), one synchronisation at the end; the reference library timed the same way
+    stream_ms: float = float("nan")
+    ref_stream_ms: float = float("nan")
+    stream_ratio: float = float("nan")
     note: str = ""
 
 
@@ -69,9 +74,14 @@ def fastest_of_runs(runs: list[list[Row]]) -> list[Row]:
                 best.ms, best.gflops, best.algorithm, best.config = row.ms, row.gflops, row.algorithm, row.config
             best.ref_ms = min(best.ref_ms, row.ref_ms) if math.isfinite(best.ref_ms) else row.ref_ms
             best.numpy_ms = min(best.numpy_ms, row.numpy_ms) if math.isfinite(best.numpy_ms) else row.numpy_ms
+            best.stream_ms = min(best.stream_ms, row.stream_ms) if math.isfinite(best.stream_ms) else row.stream_ms
+            best.ref_stream_ms = (min(best.ref_stream_ms, row.ref_stream_ms) if math.isfinite(best.ref_stream_ms)
+                                  else row.ref_stream_ms)
             best.error = max(best.error, row.error) if math.isfinite(best.error) else row.error
     for row in merged.values():
         row.ratio = row.ms / row.ref_ms if math.isfinite(row.ref_ms) and row.ref_ms > 0 else float("nan")
+        row.stream_ratio = (row.stream_ms / row.ref_stream_ms if math.isfinite(row.ref_stream_ms)
+                            and row.ref_stream_ms > 0 else float("nan"))
     return list(merged.values())
 
 
@@ -86,14 +96,21 @@ def _fmt(v: Any, spec: str) -> str:
 
 def print_table(rows: list[Row], out: TextIO | None = None) -> None:
     out = out or sys.stdout
+    streams = any(math.isfinite(r.stream_ms) for r in rows)
     head = (f"{'layer':32} {'pass':18} {'algorithm':14} {'ms':>9} {'GFLOP/s':>9} {'ref ms':>9} {'ratio':>6} "
-            f"{'numpy ms':>9} {'plan s':>7} {'rel err':>8}")
+            + (f"{'stream':>8} {'ref str':>8} {'ratio':>6} " if streams else "")
+            + f"{'numpy ms':>9} {'plan s':>7} {'rel err':>8}")
     print(head, file=out)
     print("-" * len(head), file=out)
     for r in rows:
+        stream = (f"{_fmt(r.stream_ms, '8.3f')} {_fmt(r.ref_stream_ms, '8.3f')} {_fmt(r.stream_ratio, '6.2f')} "
+                  if streams else "")
         print(f"{r.layer[:32]:32} {r.label:18} {r.algorithm[:14]:14} {_fmt(r.ms, '9.3f')} {_fmt(r.gflops, '9.0f')} "
-              f"{_fmt(r.ref_ms, '9.3f')} {_fmt(r.ratio, '6.2f')} {_fmt(r.numpy_ms, '9.3f')} {_fmt(r.plan_s, '7.2f')} "
-              f"{_fmt(r.error, '8.1e')}{'  ' + r.note.strip() if r.note else ''}", file=out)
+              f"{_fmt(r.ref_ms, '9.3f')} {_fmt(r.ratio, '6.2f')} {stream}{_fmt(r.numpy_ms, '9.3f')} "
+              f"{_fmt(r.plan_s, '7.2f')} {_fmt(r.error, '8.1e')}{'  ' + r.note.strip() if r.note else ''}", file=out)
+    if streams:
+        print("ms: kernel time (profiling events); stream: wall ms per call of 20 default public-API calls with one "
+              "sync at the end, the reference library the same way", file=out)
     summary(rows, out)
 
 
@@ -115,6 +132,14 @@ def summary(rows: list[Row], out: TextIO | None = None) -> dict:
         print(f"geometric mean clconv/{rows[0].ref_name or 'ref'} time ratio over {len(ratios)} layer-passes: "
               f"{result['geomean_ratio']:.3f} (worst {result['worst_ratio']:.2f}: {result['worst']}); by pass: "
               + ", ".join(f"{p} {v:.2f}" for p, v in by_pass.items()), file=out)
+    stream_ratios = [r for r in rows if math.isfinite(r.stream_ratio)]
+    if stream_ratios:
+        worst = max(stream_ratios, key=lambda r: r.stream_ratio)
+        result.update(stream_geomean_ratio=geomean(r.stream_ratio for r in stream_ratios),
+                      stream_worst_ratio=worst.stream_ratio, stream_worst=f"{worst.layer} {worst.label}")
+        print(f"stream of default calls, clconv/{rows[0].ref_name or 'ref'} wall time per call over "
+              f"{len(stream_ratios)} layer-passes: {result['stream_geomean_ratio']:.3f} (worst "
+              f"{worst.stream_ratio:.2f}: {result['stream_worst']})", file=out)
     numpy_rows = [r for r in rows if math.isfinite(r.numpy_ms)]
     if numpy_rows:
         speedups = [r.numpy_ms / r.ms for r in numpy_rows]

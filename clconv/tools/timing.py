@@ -15,6 +15,7 @@ from typing import Any, Callable
 
 import numpy as np
 import pyopencl as cl
+import pyopencl.array as cl_array
 
 from clconv import planner, runtime
 from clconv.plan import Problem
@@ -73,19 +74,50 @@ def stream_seconds_per_call(call: Callable[[], Any], sync: Callable[[], Any], ca
     return best
 
 
+STREAM_CALLS = 20  # calls per timed stream (one synchronisation at its end)
+
+
+def default_call(g, pass_: str, arrays: dict[str, Any]) -> Callable[[], Any]:
+    """The public op that runs canonical pass ``pass_`` of ``g`` with default arguments on device
+    Arrays (``x``, ``w``, ``dy``): results allocated by clconv, as a user calls it.  A transposed
+    layer's canonical passes are those of the convolution it is the gradient of, so the same ops
+    run its kernels."""
+    import clconv
+
+    nd = g.ndim
+    options = dict(stride=g.stride[-nd:], padding=tuple(zip(g.pad_begin[-nd:], g.pad_end[-nd:])),
+                   dilation=g.dilation[-nd:], groups=g.groups)
+    x_shape, w_shape = ROLE_SHAPES["x"](g), ROLE_SHAPES["w"](g)
+    x_shape = (*x_shape[:2], *x_shape[-nd:])
+    w_shape = (*w_shape[:2], *w_shape[-nd:])
+    x, w, dy = (arrays[role].reshape(shape) for role, shape in
+                (("x", x_shape), ("w", w_shape), ("dy", (*ROLE_SHAPES["dy"](g)[:2], *g.out_size[-nd:]))))
+    if pass_ == "forward":
+        op = getattr(clconv, f"conv{nd}d")
+        return lambda: op(x, w, **options)
+    if pass_ == "backward_data":
+        op = getattr(clconv, f"conv{nd}d_input")
+        return lambda: op(x_shape, w, dy, **options)
+    op = getattr(clconv, f"conv{nd}d_weight")
+    return lambda: op(x, w_shape, dy, **options)
+
+
 def _device_buffer(queue: cl.CommandQueue, host: np.ndarray) -> cl.Buffer:
     return cl.Buffer(queue.context, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR, hostbuf=host)
 
 
 def bench_layer(layer, passes, queue, *, algorithm="auto", repeats=20, torch=None, numpy_baseline=False,
-                check=False, rng=None, progress=None, statistic: Statistic = statistics.median) -> list[Row]:
+                check=False, rng=None, progress=None, statistic: Statistic = statistics.median,
+                stream: bool = False) -> list[Row]:
     """Time every pass of one layer (:class:`clconv.tools.shapes.Layer`); one :class:`Row` per pass.
 
     clconv: the runner a call with ``algorithm`` would run (``planner.plan``; the first plan's
     seconds are ``plan_s``), timed by profiling events from its first launch's start to its last
     launch's end.  PyTorch (``torch``, when given and the geometry is one it takes) and, for the
     forward pass, the NumPy baseline (``numpy_baseline``) on the same data.  ``check``: the first
-    clconv run's result, on NaN-poisoned memory, against a float64 reference."""
+    clconv run's result, on NaN-poisoned memory, against a float64 reference.  ``stream``: also the
+    wall time per call of a stream of default public-API calls (:func:`default_call`, algorithm
+    'auto') with one synchronisation at the end, and PyTorch's the same way: what a user sees."""
     g = layer.geometry
     rng = rng or np.random.default_rng(0)
     pqueue = runtime.profiling_queue(queue)
@@ -126,6 +158,17 @@ def bench_layer(layer, passes, queue, *, algorithm="auto", repeats=20, torch=Non
             row.gflops = g.flops / seconds / 1e9
         except Exception as exc:  # noqa: BLE001 - one failing layer must not end the benchmark
             row.note = f"clconv failed: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
+    if stream:
+        arrays = {role: cl_array.to_device(queue, a) for role, a in host.items()}
+        for row in rows:
+            if not math.isfinite(row.ms):
+                continue
+            try:
+                call = default_call(g, row.pass_, arrays)
+                call()
+                row.stream_ms = stream_seconds_per_call(call, queue.finish, STREAM_CALLS, max(3, repeats // 4)) * 1e3
+            except (ValueError, TypeError) as exc:  # a geometry the public ops spell otherwise
+                row.note += f" no stream: {str(exc)[:120]}"
     for row in rows:
         if tt is not None and math.isfinite(row.ms):
             try:
@@ -133,6 +176,10 @@ def bench_layer(layer, passes, queue, *, algorithm="auto", repeats=20, torch=Non
                 row.ref_name = "cudnn" if gpu else "torch-cpu"
                 row.ref_ms = time_torch(torch, fn, repeats, gpu, statistic)
                 row.ratio = row.ms / row.ref_ms
+                if math.isfinite(row.stream_ms):
+                    sync = torch.cuda.synchronize if gpu else (lambda: None)
+                    row.ref_stream_ms = stream_seconds_per_call(fn, sync, STREAM_CALLS, max(3, repeats // 4)) * 1e3
+                    row.stream_ratio = row.stream_ms / row.ref_stream_ms
             except Exception as exc:  # noqa: BLE001
                 row.note += f" torch failed: {type(exc).__name__}: {str(exc)[:120]}"
         if numpy_baseline and row.pass_ == "forward" and math.isfinite(row.ms):

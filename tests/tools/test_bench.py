@@ -25,12 +25,14 @@ def test_bench_checks_and_writes_outputs(tmp_path, capsys):
     data = json.loads(out.read_text())
     (row,) = data["rows"]
     assert row["pass_"] == "forward" and row["ms"] > 0 and row["error"] < 1e-5
+    assert row["stream_ms"] > 0, "the stream of default calls was not timed"
     from clconv.device import is_gpu
 
     if not is_gpu(clconv.default_queue().device):
         assert np.isfinite(row["numpy_ms"])  # CPU device: the NumPy baseline is timed
     assert csv_path.read_text().count("\n") == 2
-    assert "GFLOP/s" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "GFLOP/s" in printed and "stream" in printed
 
 
 def test_tune_measures_and_stores(tmp_path, monkeypatch, capsys, queue):
@@ -78,11 +80,11 @@ def test_bench_merges_runs_taking_each_librarys_fastest_time(tmp_path, capsys):
 
 
 def test_stream_timing_counts_each_call_and_syncs_once_per_stream():
-    """clconv.tools.stream times a stream of calls with one synchronisation at its end (the
+    """bench's stream figure times a stream of calls with one synchronisation at its end (the
     PyTorch comparison itself needs torch and a GPU: docs/performance.md has its figures)."""
-    from clconv.tools.stream import stream_ms
+    from clconv.tools.timing import stream_seconds_per_call
 
     calls, syncs = [], []
-    ms = stream_ms(lambda: calls.append(1), lambda: syncs.append(1), calls=7, repeats=3)
-    assert len(calls) == 1 + 7 * 3 and len(syncs) == 1 + 3
-    assert ms >= 0
+    seconds = stream_seconds_per_call(lambda: calls.append(1), lambda: syncs.append(1), calls=7, repeats=3)
+    assert len(calls) == 7 * 3 and len(syncs) == 3
+    assert seconds >= 0

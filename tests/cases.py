@@ -312,10 +312,14 @@ class Case:
 
 
 def splitk_expected_to_serve(contraction: int, tk: int = 16, min_piece: int = 256) -> bool:
-    """Split-K's documented rule: some cut into 2..256 equal pieces, each whole TK steps and at least
-    ``min_piece`` long (every tile of clconv's CPU and GPU tables has TK = 16)."""
-    return any(contraction % s == 0 and (contraction // s) % tk == 0 and contraction // s >= min_piece
-               for s in range(2, 257))
+    """Split-K's documented rule: some cut into 2..256 pieces of whole TK steps (the last one what
+    is left), each at least ``min_piece`` long (every tile of clconv's CPU and GPU tables has TK = 16)."""
+    for s in range(2, 257):
+        share = -(-contraction // s)
+        piece = -(-share // tk) * tk
+        if piece >= min_piece and -(-contraction // piece) == s:
+            return True
+    return False
 
 
 def _winograd(case: Case, pass_: str) -> bool:

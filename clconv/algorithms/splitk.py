@@ -6,7 +6,7 @@ it runs a handful of work-groups."""
 from __future__ import annotations
 
 from .. import limits, settings
-from ..plan import Plan, Problem
+from ..plan import Plan, Problem, rounded
 from .base import Algorithm
 from .gemm import gemm_calls, gemm_tiles, tile_config, tile_extent, vector_first, weight_shape
 from .reduce import splitk_sum
@@ -15,11 +15,20 @@ from .reduce import splitk_sum
 class SplitK(Algorithm):
     name = "splitk"
     passes = ("backward_weight",)
-    description = ("weight gradient with the batch x pixel contraction cut into equal pieces, "
+    description = ("weight gradient with the batch x pixel contraction cut into pieces of whole TK steps, "
                    "summed by a second kernel in a fixed order")
     MIN_PIECE = 256  # contraction per piece below which the extra partial traffic does not pay
 
+    @staticmethod
+    def piece_length(contraction: int, splits: int, tk: int) -> int:
+        """The contraction of each piece: whole TK steps, the last piece what is left."""
+        return rounded(-(-contraction // splits), tk)
+
     def splits_for(self, problem: Problem, device, tile: dict) -> list[int]:
+        """Piece counts worth running, best first: those that cut the contraction evenly (no bounds
+        checks on K), then the others, each by how near it brings the work-groups to filling the
+        device.  Uneven cuts serve sizes such as a batch of 8 at 25x25 (K = 5000 = 8 x 625 has no
+        even cut in whole 16-steps; unsplit, that VGG weight gradient ran 6.4x cuDNN)."""
         g = problem.geometry
         K = g.batch * g.out_pixels
         shape = weight_shape(g, "b_input_unfold_t")
@@ -27,23 +36,24 @@ class SplitK(Algorithm):
         tiles = -(-shape.M // tm) * -(-shape.N // tn) * g.groups
         target = 4 * limits.of(device).compute_units  # enough work-groups to fill the device, with slack
         limit = settings.workspace_limit(device)
-        out = []
+        even: list[int] = []
+        uneven: list[int] = []
         for s in range(2, 257):
-            # pieces divide the contraction evenly, in whole TK steps, and are long enough to pay
-            if K % s or (K // s) % tk or K // s < self.MIN_PIECE:
+            piece = self.piece_length(K, s, tk)
+            # pieces long enough to pay, and s of them (not fewer) to cover the contraction
+            if piece < self.MIN_PIECE or -(-K // piece) != s:
                 continue
             if s * g.groups * shape.M * shape.N * problem.itemsize > limit:
                 continue
-            out.append(s)
-        out.sort(key=lambda s: abs(tiles * s - target))
-        return out
+            (even if piece * s == K else uneven).append(s)
+        return sorted(even, key=lambda s: abs(tiles * s - target)) + sorted(uneven, key=lambda s: abs(tiles * s - target))
 
     def decline_reason(self, problem, device):
         reason = super().decline_reason(problem, device)
         if reason is None and not any(self.splits_for(problem, device, t) for t in self.configs(problem, device)):
             g = problem.geometry
-            reason = (f"the contraction (batch x output pixels = {g.batch * g.out_pixels}) has no even cut "
-                      f"into pieces of at least {self.MIN_PIECE} whose partials fit the workspace limit")
+            reason = (f"the contraction (batch x output pixels = {g.batch * g.out_pixels}) has no cut into two or "
+                      f"more pieces of at least {self.MIN_PIECE} whose partials fit the workspace limit")
         return reason
 
     def configs(self, problem, device):
@@ -61,7 +71,8 @@ class SplitK(Algorithm):
     def plan(self, problem, config, device):
         g = problem.geometry
         splits = config["splits"]
-        shape = weight_shape(g, "b_input_unfold_t", ksplit=g.batch * g.out_pixels // splits)
+        tk = tile_extent(tile_config(config))[2]
+        shape = weight_shape(g, "b_input_unfold_t", ksplit=self.piece_length(g.batch * g.out_pixels, splits, tk))
         elements = g.groups * shape.M * shape.N
         index = problem.index_type(elements * splits)
         calls, workspaces = gemm_calls(problem, shape, tile_config(config), index, "dy", "x", "partial")

@@ -186,6 +186,22 @@ def test_splitk_runs_where_the_contraction_cuts_evenly(queue, rng):
     assert_matches(case.call("conv_weight", operands), expected, case.reduction_length("conv_weight"))
 
 
+def test_splitk_cuts_an_uneven_contraction(queue, rng):
+    """1 x 25x25 output pixels = 625, which no count of equal pieces of whole 16-steps covers: split-K
+    cuts it into pieces of 320 and 305 (bounds checks on K in the last), and is right."""
+    case = Case(2, 1, 2, 3, (25, 25), (3, 3), 1, 1, passes=("backward_weight",), algorithms=("splitk",))
+    problem = case.problem("conv_weight")
+    splitk = REGISTRY["splitk"]
+    assert splitk.decline_reason(problem, queue.device) is None
+    assert splitk_expected_to_serve(case.reduction_length("conv_weight"))
+    config = splitk.configs(problem, queue.device)[0]
+    piece = splitk.piece_length(625, config["splits"], 16)
+    assert 625 % piece and -(-625 // piece) == config["splits"], config
+    operands = case.operands("conv_weight", rng)
+    got = case.call("conv_weight", operands, algorithm="splitk", out=poisoned(queue, case.weight_shape))
+    assert_matches(got, case.expected("conv_weight", operands), case.reduction_length("conv_weight"))
+
+
 def test_conv_transpose_weight_splitk(queue, rng):
     """The transposed twin of the split-K geometry: 2 x 16x16 transposed-input pixels cut in two."""
     case = SPLITK_CASE

@@ -111,7 +111,7 @@ def test_gemm1x1_declines_padded_1x1(rng):
 
 
 @pytest.mark.parametrize("algorithm,pass_,message", [
-    ("splitk", "backward_weight", "no even cut"),
+    ("splitk", "backward_weight", "no cut into two or more pieces"),
     ("gemm1x1", "backward_weight", "1x1"),
     ("gemm1x1", "backward_data", "1x1"),
 ])

@@ -36,8 +36,8 @@ TUNE_REPEATS = 5
 # What can go wrong preparing or running a candidate, short of a bug: fall back past it.
 CANDIDATE_FAILURES = (BuildError, LaunchError, cl.Error)
 
-# Prepared runners hold their kernels and so their programs (on PoCL about 1 MB each, rusticl 0.4 MB,
-# measured: docs/portability.md): this bound and the program cache's are what a process keeps.  A
+# Prepared runners hold their kernels and so their programs (about 2 MB each on PoCL, 0.4-0.8 MB on
+# rusticl, measured: docs/portability.md): this bound and the program cache's are what a process keeps.  A
 # choice holds only its runner's key, so an evicted runner is freed, and prepared again (from the
 # program cache, or the disk) if its problem comes back.
 _runners: Cache[Runner] = Cache("runners", maxsize=512)

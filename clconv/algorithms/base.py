@@ -65,14 +65,3 @@ def pass_args(problem: Problem, bias_fallback: str | None = None) -> tuple[Arg, 
         args.append(Arg("bias", fallback=bias_fallback or spec.inputs[-1]))
     args.append(Arg(spec.result))
     return tuple(args)
-
-
-def pow2_at_most(n: int) -> int:
-    p = 1
-    while p * 2 <= n:
-        p *= 2
-    return p
-
-
-def is_gpu(device: cl.Device) -> bool:
-    return bool(device.type & cl.device_type.GPU)

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from .. import limits
+from ..limits import pow2_at_most
 from ..passes import PASSES
 from ..plan import Arg, Plan, rounded
-from .base import Algorithm, call, pass_args, pow2_at_most, source
+from .base import Algorithm, call, pass_args, source
 
 
 class Direct(Algorithm):

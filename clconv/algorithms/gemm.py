@@ -20,9 +20,10 @@ from typing import Any, Mapping
 import numpy as np
 
 from .. import limits
+from ..limits import pow2_at_most
 from ..geometry import ConvGeometry
 from ..plan import Arg, KernelCall, KernelSource, Problem, rounded
-from .base import call, pow2_at_most, source
+from .base import call, source
 
 
 # -- tile configurations ---------------------------------------------------------------------------

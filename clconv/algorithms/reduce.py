@@ -6,8 +6,9 @@ from __future__ import annotations
 import pyopencl as cl
 
 from .. import limits
+from ..limits import pow2_at_most
 from ..plan import Arg, KernelCall, Plan, Problem, rounded
-from .base import call, pow2_at_most, source
+from .base import call, source
 
 
 def splitk_sum(problem: Problem, index: str, splits: int, elements: int, result: str | None = None) -> KernelCall:

@@ -22,26 +22,11 @@ import pyopencl as cl
 from . import settings
 from .builder import atomic_write, quiet_compiler
 from .caches import Cache
+from .templates import builtin_template_dir
 from .tuning import device_key
 
 log = logging.getLogger("clconv.limits")
 LIMITS_FORMAT_VERSION = 1
-
-# A kernel of the kind clconv writes (local memory, a barrier, a loop), so that the compiler's
-# figure for it is what a plain clconv kernel gets.
-_PROBE_SOURCE = """
-__kernel void clc_probe(__global float* data)
-{
-    __local float tile[64];
-    const int i = get_local_id(0) & 63;
-    tile[i] = data[get_global_id(0)];
-    barrier(CLK_LOCAL_MEM_FENCE);
-    float acc = 0.0f;
-    for (int k = 0; k < 64; ++k) acc += tile[(i + k) & 63];
-    data[get_global_id(0)] = acc;
-}
-"""
-
 
 @dataclass(frozen=True)
 class Limits:
@@ -139,7 +124,8 @@ def _granted_work_group(device: cl.Device, context: cl.Context | None) -> int:
     """CL_KERNEL_WORK_GROUP_SIZE of the probe kernel (built here, outside the program cache: it
     is no program a convolution runs)."""
     context = context or cl.Context([device])
+    source = (builtin_template_dir() / "limits_probe.mako").read_text()  # the built-in copy, always
     with quiet_compiler():
-        program = cl.Program(context, _PROBE_SOURCE).build(devices=[device])
+        program = cl.Program(context, source).build(devices=[device])
     kernel = cl.Kernel(program, "clc_probe")
     return int(kernel.get_work_group_info(cl.kernel_work_group_info.WORK_GROUP_SIZE, device))

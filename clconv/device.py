@@ -93,6 +93,15 @@ def new_queue(device: cl.Device,
     return queue
 
 
+def queue_for(selector: str | None) -> cl.CommandQueue:
+    """The default queue when ``selector`` is None, else a new queue (:func:`new_queue`) of the
+    device it selects (``"P:D"`` or a name substring, as ``CLCONV_DEVICE``): the tools' ``--device``."""
+    if selector is None:
+        return default_queue()
+    device, _ = select_device(selector)
+    return new_queue(device)
+
+
 def default_device_choice() -> tuple[cl.Device, str]:
     """The device ``default_queue`` uses and a sentence saying why it was chosen."""
     chosen = settings.device_selector()

@@ -36,8 +36,7 @@ class SplitK(Algorithm):
         tiles = -(-shape.M // tm) * -(-shape.N // tn) * g.groups
         target = 4 * limits.of(device).compute_units  # enough work-groups to fill the device, with slack
         limit = settings.workspace_limit(device)
-        even: list[int] = []
-        uneven: list[int] = []
+        out: list[tuple[bool, int, int]] = []  # (uneven, distance from filling the device, pieces)
         for s in range(2, 257):
             piece = self.piece_length(K, s, tk)
             # pieces long enough to pay, and s of them (not fewer) to cover the contraction
@@ -45,8 +44,8 @@ class SplitK(Algorithm):
                 continue
             if s * g.groups * shape.M * shape.N * problem.itemsize > limit:
                 continue
-            (even if piece * s == K else uneven).append(s)
-        return sorted(even, key=lambda s: abs(tiles * s - target)) + sorted(uneven, key=lambda s: abs(tiles * s - target))
+            out.append((piece * s != K, abs(tiles * s - target), s))
+        return [s for *_, s in sorted(out)]
 
     def decline_reason(self, problem, device):
         reason = super().decline_reason(problem, device)

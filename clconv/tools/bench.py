@@ -63,13 +63,6 @@ def _common_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quiet", action="store_true", help="no progress output")
 
 
-def _queue(selector: str | None) -> cl.CommandQueue:
-    if selector is None:
-        return devices.default_queue()
-    device, _ = devices.select_device(selector)
-    return devices.new_queue(device)
-
-
 def _layers(args: argparse.Namespace, gpu: bool) -> tuple[list[shapes.Layer], tuple[str, ...]]:
     specs = args.shapes or ["gpu" if gpu else "cpu"]
     layers = []
@@ -128,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
                 json.dump(result, handle, indent=1)
         return 0
 
-    queue = _queue(args.device)
+    queue = devices.queue_for(args.device)
     gpu = _is_gpu(queue)
     layers, passes = _layers(args, gpu)
     repeats = args.repeats or (20 if gpu else 5)
@@ -167,7 +160,7 @@ def tune_main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", metavar="FILE", help="write what was tuned (winner, candidate times) as JSON")
     args = parser.parse_args(argv)
 
-    queue = _queue(args.device)
+    queue = devices.queue_for(args.device)
     layers, passes = _layers(args, _is_gpu(queue))
     print(f"clconv tune on {queue.device.name.strip()}: {len(layers)} layers x {len(passes)} passes; "
           f"database {tuning.database_path(queue.device)}")

@@ -154,17 +154,9 @@ def cmd_info(args: argparse.Namespace, out: TextIO) -> int:
 
 def cmd_render(args: argparse.Namespace, out: TextIO) -> int:
     call = build_call(args, lambda shape: np.zeros(shape))
-    queue = _queue(args)
+    queue = devices.queue_for(args.device)
     print(clconv.render(call.function, *call.args, **call.kwargs, algorithm=args.algorithm, queue=queue), file=out)
     return 0
-
-
-def _queue(args: argparse.Namespace) -> cl.CommandQueue:
-    """The queue for ``--device`` (a selector as ``CLCONV_DEVICE``), else the default queue."""
-    if not args.device:
-        return devices.default_queue()
-    device, _ = devices.select_device(args.device)
-    return devices.new_queue(device)
 
 
 @dataclass
@@ -226,7 +218,7 @@ def cmd_check(args: argparse.Namespace, out: TextIO) -> int:
             raise CLIError(f"--algorithm must be one of {names} for {args.op} (the {call.pass_} pass), "
                            f"got {args.algorithm!r}", USAGE_ERROR) from None
         names = [args.algorithm]
-    queue = _queue(args)
+    queue = devices.queue_for(args.device)
     dtype = np.dtype(args.dtype)
     tolerance = args.tolerance if args.tolerance is not None else reference.tolerance(call.reduction_length, dtype)
     print(f"{args.op}: {call.pass_} pass of {call.geometry.tag()} ({dtype.name}) on {queue.device.name.strip()!r}; "

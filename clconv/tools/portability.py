@@ -23,7 +23,7 @@ import clconv
 from clconv import device as devices
 
 from .calls import CLIError, build_call
-from .cli import CheckRow, _queue, check_rows
+from .cli import CheckRow, check_rows
 
 FAMILIES = ("conv", "conv_input", "conv_weight", "conv_transpose", "conv_transpose_input", "conv_transpose_weight")
 
@@ -119,7 +119,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(merged([json.loads(Path(path).read_text()) for path in args.merge]))
         return 0
     try:
-        queue = _queue(args)
+        queue = devices.queue_for(args.device)
     except devices.DeviceSelectionError as exc:
         print(f"clconv: {exc}", file=sys.stderr)
         return 2

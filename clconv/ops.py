@@ -22,6 +22,7 @@ from .caches import Cache
 from .geometry import ConvGeometry
 from .resolve import Resolved
 from .passes import OPS
+from .epilogue import IDENTITY, Epilogue, check as check_epilogue
 from .plan import Problem
 from .tensors import (
     check_allocation, check_device_dtype, check_out, check_tensor, common_dtype, empty_array, pick_queue,
@@ -59,7 +60,7 @@ _statics: Cache[_Static] = Cache("calls", maxsize=4096)
 
 
 def _prepare(family: str, resolved: Resolved, user: dict[str, Tensor], algorithm: str,
-             queue: cl.CommandQueue | None, out: Tensor | None) -> _Call:
+             queue: cl.CommandQueue | None, out: Tensor | None, epilogue: Epilogue = IDENTITY) -> _Call:
     """Check a call of op ``family`` whose geometry is ``resolved``; ``user`` maps the op's tensor
     arguments to tensors (checked already)."""
     op = OPS[family]
@@ -69,21 +70,27 @@ def _prepare(family: str, resolved: Resolved, user: dict[str, Tensor], algorithm
     tensors = {roles[name]: value for name, value in user.items() if value is not None}
     has_bias = "bias" in tensors
     # Everything below depends only on this key, so a repeated call skips it (host overhead).
-    key = (family, resolved, dtype, queue, algorithm, has_bias)
+    key = (family, resolved, dtype, queue, algorithm, has_bias, epilogue)
     static = _statics.get(key)
     if static is None:
-        static = _statics.put(key, _check_static(op.pass_, resolved, dtype, queue, algorithm, has_bias))
+        static = _statics.put(key, _check_static(op.pass_, resolved, dtype, queue, algorithm, has_bias, epilogue))
+    residual = tensors.get("residual")
+    if residual is not None and tuple(residual.shape) != static.result_shape:
+        raise ValueError(f"residual must have the result's shape {static.result_shape}, got {tuple(residual.shape)}")
     if out is not None:
         check_out(out, static.result_shape, dtype, queue)
+        if residual is not None and _overlap(out, residual):
+            raise ValueError("out and residual share memory: the kernels read the residual while writing out; "
+                             "pass a residual that does not overlap out")
         as_array = True
     return _Call(static, tensors, user, queue, as_array, algorithm, out)
 
 
 def _check_static(pass_: str, resolved: Resolved, dtype: np.dtype, queue: cl.CommandQueue, algorithm: str,
-                  has_bias: bool) -> _Static:
+                  has_bias: bool, epilogue: Epilogue) -> _Static:
     """The checks of a pass that depend only on geometry, dtype, device and algorithm."""
     check_device_dtype(dtype, queue)
-    problem = Problem(resolved.geometry, pass_, dtype.name, bias=has_bias)
+    problem = Problem(resolved.geometry, pass_, dtype.name, bias=has_bias, epilogue=epilogue)
     if algorithm != "auto":
         planner.check_serves(planner.get_algorithm(algorithm, pass_), problem, queue.device)
     shape = problem.spec.result_shape(resolved.geometry)
@@ -91,6 +98,13 @@ def _check_static(pass_: str, resolved: Resolved, dtype: np.dtype, queue: cl.Com
         shape = shape[1:]
     check_allocation("the result", shape, dtype, queue)
     return _Static(problem, dtype, problem.spec.result, shape)
+
+
+def _overlap(out: cl_array.Array, other: Tensor) -> bool:
+    """Whether device Array ``other`` shares bytes of ``out``'s buffer."""
+    if not isinstance(other, cl_array.Array) or other.base_data != out.base_data:
+        return False
+    return other.offset < out.offset + out.nbytes and out.offset < other.offset + other.nbytes
 
 
 def _execute(call: _Call) -> Tensor:
@@ -126,7 +140,7 @@ def _empty_result(shape, dtype, queue, as_array, out):
 
 
 def _checked(**tensors: Any) -> dict[str, Tensor]:
-    return {name: check_tensor(name, value, optional=name == "bias") for name, value in tensors.items()}
+    return {name: check_tensor(name, value, optional=name in ("bias", "residual")) for name, value in tensors.items()}
 
 
 # The public op functions, each with its family and dimensionality: what render() resolves.
@@ -179,39 +193,47 @@ def render(op: Callable[..., Any], *args: Any, **kwargs: Any) -> str:
 # -- forward convolution ---------------------------------------------------------------------------
 
 
-def _conv(ndim, input, weight, bias, stride, padding, dilation, groups, algorithm, queue, out):
-    user = _checked(input=input, weight=weight, bias=bias)
+def _conv(ndim, input, weight, bias, stride, padding, dilation, groups, activation, negative_slope, residual, alpha,
+          beta, algorithm, queue, out):
+    user = _checked(input=input, weight=weight, bias=bias, residual=residual)
+    epilogue = check_epilogue(activation, negative_slope, alpha, beta, residual is not None)
     planner.check_algorithm(algorithm, OPS["conv"].pass_)
     resolved = resolve.resolve_conv(ndim, input.shape, weight.shape, None if bias is None else bias.shape,
                                 stride, padding, dilation, groups)
-    return _prepare("conv", resolved, user, algorithm, queue, out)
+    return _prepare("conv", resolved, user, algorithm, queue, out, epilogue)
 
 
 @_op("conv", 1)
 def conv1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: IntOrTuple = 1, padding: Padding = 0,
-           dilation: IntOrTuple = 1, groups: int = 1, *, algorithm: str = "auto",
+           dilation: IntOrTuple = 1, groups: int = 1, *, activation: str | None = None, negative_slope: float = 0.01,
+           residual: Tensor | None = None, alpha: float = 1.0, beta: float = 1.0, algorithm: str = "auto",
            queue: cl.CommandQueue | None = None, out: Tensor | None = None) -> Tensor:
     """1D convolution, as ``torch.nn.functional.conv1d``: input ``(N, C_in, W)`` or ``(C_in, W)``,
     weight ``(C_out, C_in/groups, kW)``, bias ``(C_out,)``.  ``padding`` also takes ``'same'``,
     ``'valid'`` and ``((begin, end),)``.  Raises ValueError/TypeError naming any bad argument."""
-    return _execute(_conv(1, input, weight, bias, stride, padding, dilation, groups, algorithm, queue, out))
+    return _execute(_conv(1, input, weight, bias, stride, padding, dilation, groups, activation, negative_slope, residual,
+                          alpha, beta, algorithm, queue, out))
 
 
 @_op("conv", 2)
 def conv2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: IntOrTuple = 1, padding: Padding = 0,
-           dilation: IntOrTuple = 1, groups: int = 1, *, algorithm: str = "auto",
+           dilation: IntOrTuple = 1, groups: int = 1, *, activation: str | None = None, negative_slope: float = 0.01,
+           residual: Tensor | None = None, alpha: float = 1.0, beta: float = 1.0, algorithm: str = "auto",
            queue: cl.CommandQueue | None = None, out: Tensor | None = None) -> Tensor:
     """2D convolution, as ``torch.nn.functional.conv2d``: input ``(N, C_in, H, W)`` or unbatched,
     weight ``(C_out, C_in/groups, kH, kW)``; asymmetric padding as ``((top, bottom), (left, right))``."""
-    return _execute(_conv(2, input, weight, bias, stride, padding, dilation, groups, algorithm, queue, out))
+    return _execute(_conv(2, input, weight, bias, stride, padding, dilation, groups, activation, negative_slope, residual,
+                          alpha, beta, algorithm, queue, out))
 
 
 @_op("conv", 3)
 def conv3d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: IntOrTuple = 1, padding: Padding = 0,
-           dilation: IntOrTuple = 1, groups: int = 1, *, algorithm: str = "auto",
+           dilation: IntOrTuple = 1, groups: int = 1, *, activation: str | None = None, negative_slope: float = 0.01,
+           residual: Tensor | None = None, alpha: float = 1.0, beta: float = 1.0, algorithm: str = "auto",
            queue: cl.CommandQueue | None = None, out: Tensor | None = None) -> Tensor:
     """3D convolution, as ``torch.nn.functional.conv3d``: input ``(N, C_in, D, H, W)`` or unbatched."""
-    return _execute(_conv(3, input, weight, bias, stride, padding, dilation, groups, algorithm, queue, out))
+    return _execute(_conv(3, input, weight, bias, stride, padding, dilation, groups, activation, negative_slope, residual,
+                          alpha, beta, algorithm, queue, out))
 
 
 # -- gradients of the convolution (torch.nn.grad) ----------------------------------------------------
@@ -282,40 +304,48 @@ def conv3d_weight(input: Tensor, weight_size: Sequence[int], grad_output: Tensor
 # -- transposed convolution and its gradients -------------------------------------------------------
 
 
-def _conv_transpose(ndim, input, weight, bias, stride, padding, output_padding, groups, dilation, algorithm, queue, out):
-    user = _checked(input=input, weight=weight, bias=bias)
+def _conv_transpose(ndim, input, weight, bias, stride, padding, output_padding, groups, dilation, activation,
+                    negative_slope, residual, alpha, beta, algorithm, queue, out):
+    user = _checked(input=input, weight=weight, bias=bias, residual=residual)
+    epilogue = check_epilogue(activation, negative_slope, alpha, beta, residual is not None)
     planner.check_algorithm(algorithm, OPS["conv_transpose"].pass_)
     resolved = resolve.resolve_conv_transpose(ndim, input.shape, weight.shape, None if bias is None else bias.shape,
                                           stride, padding, output_padding, groups, dilation)
-    return _prepare("conv_transpose", resolved, user, algorithm, queue, out)
+    return _prepare("conv_transpose", resolved, user, algorithm, queue, out, epilogue)
 
 
 @_op("conv_transpose", 1)
 def conv_transpose1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: IntOrTuple = 1,
                      padding: Padding = 0, output_padding: IntOrTuple = 0, groups: int = 1, dilation: IntOrTuple = 1,
-                     *, algorithm: str = "auto", queue: cl.CommandQueue | None = None,
+                     *, activation: str | None = None, negative_slope: float = 0.01, residual: Tensor | None = None,
+                     alpha: float = 1.0, beta: float = 1.0, algorithm: str = "auto", queue: cl.CommandQueue | None = None,
                      out: Tensor | None = None) -> Tensor:
     """1D transposed convolution, as ``torch.nn.functional.conv_transpose1d``: weight ``(C_in, C_out/groups, kW)``;
     output size ``(in-1)*stride - pad_begin - pad_end + dilation*(k-1) + output_padding + 1``."""
-    return _execute(_conv_transpose(1, input, weight, bias, stride, padding, output_padding, groups, dilation, algorithm, queue, out))
+    return _execute(_conv_transpose(1, input, weight, bias, stride, padding, output_padding, groups, dilation, activation,
+                                    negative_slope, residual, alpha, beta, algorithm, queue, out))
 
 
 @_op("conv_transpose", 2)
 def conv_transpose2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: IntOrTuple = 1,
                      padding: Padding = 0, output_padding: IntOrTuple = 0, groups: int = 1, dilation: IntOrTuple = 1,
-                     *, algorithm: str = "auto", queue: cl.CommandQueue | None = None,
+                     *, activation: str | None = None, negative_slope: float = 0.01, residual: Tensor | None = None,
+                     alpha: float = 1.0, beta: float = 1.0, algorithm: str = "auto", queue: cl.CommandQueue | None = None,
                      out: Tensor | None = None) -> Tensor:
     """2D transposed convolution, as ``torch.nn.functional.conv_transpose2d``."""
-    return _execute(_conv_transpose(2, input, weight, bias, stride, padding, output_padding, groups, dilation, algorithm, queue, out))
+    return _execute(_conv_transpose(2, input, weight, bias, stride, padding, output_padding, groups, dilation, activation,
+                                    negative_slope, residual, alpha, beta, algorithm, queue, out))
 
 
 @_op("conv_transpose", 3)
 def conv_transpose3d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: IntOrTuple = 1,
                      padding: Padding = 0, output_padding: IntOrTuple = 0, groups: int = 1, dilation: IntOrTuple = 1,
-                     *, algorithm: str = "auto", queue: cl.CommandQueue | None = None,
+                     *, activation: str | None = None, negative_slope: float = 0.01, residual: Tensor | None = None,
+                     alpha: float = 1.0, beta: float = 1.0, algorithm: str = "auto", queue: cl.CommandQueue | None = None,
                      out: Tensor | None = None) -> Tensor:
     """3D transposed convolution, as ``torch.nn.functional.conv_transpose3d``."""
-    return _execute(_conv_transpose(3, input, weight, bias, stride, padding, output_padding, groups, dilation, algorithm, queue, out))
+    return _execute(_conv_transpose(3, input, weight, bias, stride, padding, output_padding, groups, dilation, activation,
+                                    negative_slope, residual, alpha, beta, algorithm, queue, out))
 
 
 def _conv_transpose_input(ndim, grad_output, weight, stride, padding, output_padding, groups, dilation, algorithm, queue, out):

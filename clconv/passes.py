@@ -7,14 +7,15 @@ algorithms' kernel arguments, the tools and the tests.
 ============================ ================ =========================================================
 op family                    canonical pass   user argument -> role
 ============================ ================ =========================================================
-conv{1,2,3}d                 forward          input -> x, weight -> w, bias -> bias; result y
+conv{1,2,3}d                 forward          input -> x, weight -> w, bias -> bias, residual; result y
 conv{1,2,3}d_input           backward_data    grad_output -> dy, weight -> w; result dx
 conv{1,2,3}d_weight          backward_weight  input -> x, grad_output -> dy; result dw
-conv_transpose{1,2,3}d       backward_data    input -> dy, weight -> w, bias -> bias; result dx
+conv_transpose{1,2,3}d       backward_data    input -> dy, weight -> w, bias, residual; result dx
 conv_transpose{1,2,3}d_input forward          grad_output -> x, weight -> w; result y
 conv_transpose{1,2,3}d_weight backward_weight input -> dy, grad_output -> x; result dw
 ============================ ================ =========================================================
 
+``residual`` is the fused epilogue's (clconv/epilogue.py): a tensor of the result's shape.
 The transposed convolution is the data gradient of the convolution whose *input* is the transposed
 op's output, so its geometry's ``in_channels`` is the transposed op's ``C_out`` (geometry.py).
 """
@@ -59,6 +60,8 @@ class Pass:
         """The batched shape of ``role``'s tensor in this pass of ``g``."""
         if role == "bias":
             return (self.bias_channels(g),)
+        if role == "residual":  # the epilogue's residual has the result's shape
+            return ROLE_SHAPES[self.result](g)
         return ROLE_SHAPES[role](g)
 
     def result_shape(self, g: ConvGeometry) -> tuple[int, ...]:
@@ -102,10 +105,11 @@ class Op:
 
 
 OPS: Mapping[str, Op] = MappingProxyType({op.family: op for op in (
-    Op("conv", "forward", MappingProxyType({"input": "x", "weight": "w", "bias": "bias"})),
+    Op("conv", "forward", MappingProxyType({"input": "x", "weight": "w", "bias": "bias", "residual": "residual"})),
     Op("conv_input", "backward_data", MappingProxyType({"grad_output": "dy", "weight": "w"})),
     Op("conv_weight", "backward_weight", MappingProxyType({"input": "x", "grad_output": "dy"})),
-    Op("conv_transpose", "backward_data", MappingProxyType({"input": "dy", "weight": "w", "bias": "bias"})),
+    Op("conv_transpose", "backward_data",
+       MappingProxyType({"input": "dy", "weight": "w", "bias": "bias", "residual": "residual"})),
     Op("conv_transpose_input", "forward", MappingProxyType({"grad_output": "x", "weight": "w"})),
     Op("conv_transpose_weight", "backward_weight", MappingProxyType({"input": "dy", "grad_output": "x"})),
 )})

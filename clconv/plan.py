@@ -14,33 +14,38 @@ from typing import Any, Mapping, Union
 
 import numpy as np
 
+from .dtypes import STORAGE, STORAGE_DTYPES
+from .epilogue import IDENTITY, Epilogue
 from .geometry import ConvGeometry
 from .passes import PASS_TABLE, Pass
 
-STORAGE_DTYPES = ("float32", "float64")
 
 
 @dataclass(frozen=True)
 class Problem:
-    """One pass of one geometry in one dtype; ``bias`` adds a per-channel bias to the result."""
+    """One pass of one geometry in one storage dtype; ``bias`` adds a per-channel bias to the
+    result, and ``epilogue`` says what else the kernel writing it does (passes that take a bias)."""
 
     geometry: ConvGeometry
     pass_: str
     dtype: str  # one of STORAGE_DTYPES
     bias: bool = False
+    epilogue: Epilogue = IDENTITY
     _hash: int = field(init=False, repr=False, compare=False)
 
     def __hash__(self) -> int:
         return self._hash  # hashed once: every cache key of a call holds it
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "_hash", hash((self.geometry, self.pass_, self.dtype, self.bias)))
+        object.__setattr__(self, "_hash", hash((self.geometry, self.pass_, self.dtype, self.bias, self.epilogue)))
         if self.pass_ not in PASS_TABLE:
             raise ValueError(f"pass_ must be one of {tuple(PASS_TABLE)}, got {self.pass_!r}")
         if self.dtype not in STORAGE_DTYPES:
             raise ValueError(f"dtype must be one of {STORAGE_DTYPES}, got {self.dtype!r}")
         if self.bias and not PASS_TABLE[self.pass_].takes_bias:
             raise ValueError(f"the {self.pass_} pass takes no bias")
+        if not self.epilogue.is_identity and not PASS_TABLE[self.pass_].takes_bias:
+            raise ValueError(f"the {self.pass_} pass takes no epilogue")
 
     @property
     def spec(self) -> Pass:
@@ -48,12 +53,18 @@ class Problem:
 
     @property
     def real(self) -> str:
-        """The OpenCL C type of the storage."""
-        return "double" if self.dtype == "float64" else "float"
+        """The OpenCL C arithmetic type: what kernels sum in, and what workspaces hold."""
+        return STORAGE[self.dtype].real
 
     @property
     def itemsize(self) -> int:
-        return np.dtype(self.dtype).itemsize
+        """Bytes of one arithmetic element (``real``): workspaces and local-memory tiles."""
+        return 8 if self.real == "double" else 4
+
+    @property
+    def storage_itemsize(self) -> int:
+        """Bytes of one element of the call's tensors."""
+        return STORAGE[self.dtype].itemsize
 
     def index_type(self, *extra_elements: int) -> str:
         """``long`` if an index into any tensor (or an ``extra_elements`` workspace) can pass 2^31."""
@@ -61,7 +72,8 @@ class Problem:
 
     def key(self) -> str:
         """The problem's name in the tuning database."""
-        return f"{self.pass_}:{self.geometry.tag()}:{self.dtype}:{'bias' if self.bias else 'nobias'}"
+        key = f"{self.pass_}:{self.geometry.tag()}:{self.dtype}:{'bias' if self.bias else 'nobias'}"
+        return f"{key}:{self.epilogue.tag()}" if not self.epilogue.is_identity else key
 
 
 @dataclass(frozen=True)

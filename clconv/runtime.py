@@ -13,6 +13,7 @@ import numpy as np
 import pyopencl as cl
 
 from .caches import Cache
+from .dtypes import numpy_dtype
 from .plan import Arg, KernelCall, Plan, Problem
 
 
@@ -234,11 +235,13 @@ def random_operands(problem: Problem, queue: cl.CommandQueue, seed: int = 0) -> 
     """Fresh standard-normal device tensors for every role of a problem's pass, result included."""
     spec, g = problem.spec, problem.geometry
     rng = np.random.default_rng(seed)
-    roles = spec.roles if problem.bias else (*spec.inputs, spec.result)
+    roles = [*spec.inputs, *(["bias"] if problem.bias else []),
+             *(["residual"] if problem.epilogue.residual else []), spec.result]
+    dtype = numpy_dtype(problem.dtype)
     out = {}
     for role in roles:
         size = int(np.prod(spec.shape(role, g)))
-        host = rng.standard_normal(max(size, 1)).astype(problem.dtype)
+        host = rng.standard_normal(max(size, 1)).astype(dtype)
         buffer = cl.Buffer(queue.context, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR, hostbuf=host)
         out[role] = Operand(buffer, 0)
     return out

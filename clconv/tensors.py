@@ -17,13 +17,13 @@ import pyopencl.tools as cl_tools
 from . import settings
 from .caches import Cache
 from .device import default_queue, supports_fp64
+from .dtypes import is_storage
 from .runtime import Operand, in_order
 
-FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 def check_tensor(name: str, value: Any, optional: bool = False):
-    """Refuse anything but a float32/float64 numpy array or pyopencl Array."""
+    """Refuse anything but a float32/float64/float16/bfloat16 numpy array or pyopencl Array."""
     if value is None:
         if optional:
             return None
@@ -32,8 +32,8 @@ def check_tensor(name: str, value: Any, optional: bool = False):
         raise TypeError(
             f"{name} must be a numpy.ndarray or pyopencl.array.Array, got {type(value).__name__}"
         )
-    if value.dtype not in FLOAT_DTYPES:
-        raise TypeError(f"{name} must have dtype float32 or float64, got {value.dtype}")
+    if not is_storage(value.dtype):
+        raise TypeError(f"{name} must have dtype float32, float64, float16 or bfloat16 (ml_dtypes), got {value.dtype}")
     if isinstance(value, cl_array.Array):
         if not value.flags.c_contiguous:
             raise ValueError(f"{name} must be a C-contiguous pyopencl Array (strides {value.strides} given); "

@@ -13,6 +13,7 @@ from typing import Any, Mapping
 import numpy as np
 import pyopencl as cl
 
+from ..epilogue import IDENTITY
 from ..plan import Arg, KernelCall, KernelSource, Plan, Problem
 
 
@@ -45,10 +46,15 @@ class Algorithm:
 
 
 def source(template: str, problem: Problem, index: str | None = None, **params: Any) -> KernelSource:
-    """A rendering of ``template`` with the parameters every template takes (geometry, storage
-    type, index type) and ``params``."""
-    return KernelSource(template, dict(geom=problem.geometry, real=problem.real,
-                                       index=index or problem.index_type(), **params))
+    """A rendering of ``template`` with the parameters every template takes (geometry, arithmetic
+    and storage types, index type, the epilogue and bias of the kernels that write the result) and
+    ``params``.  A program that writes no result passes ``writes_result=False``: its source then
+    carries the identity epilogue and no bias, and is shared by every epilogue of the geometry."""
+    writes_result = params.pop("writes_result", True)
+    base = dict(geom=problem.geometry, real=problem.real, data=problem.dtype, index=index or problem.index_type(),
+                epilogue=problem.epilogue if writes_result else IDENTITY, bias=problem.bias and writes_result)
+    base.update(params)
+    return KernelSource(template, base)
 
 
 def call(source_: KernelSource, entry: str, global_size: tuple[int, ...], local_size: tuple[int, ...] | None,
@@ -58,10 +64,17 @@ def call(source_: KernelSource, entry: str, global_size: tuple[int, ...], local_
 
 def pass_args(problem: Problem, bias_fallback: str | None = None) -> tuple[Arg, ...]:
     """The tensor arguments of a kernel that takes its pass's operands in the table's order, the
-    bias (where the pass takes one; ``bias_fallback`` when absent), then the result."""
+    bias and the residual (where the pass takes them), then the result."""
     spec = problem.spec
     args = [Arg(role) for role in spec.inputs]
     if spec.takes_bias:
-        args.append(Arg("bias", fallback=bias_fallback or spec.inputs[-1]))
+        args += epilogue_args(problem, bias_fallback)
     args.append(Arg(spec.result))
     return tuple(args)
+
+
+def epilogue_args(problem: Problem, fallback: str | None = None) -> tuple[Arg, Arg]:
+    """The bias and residual arguments of a kernel that writes the result (clc_store_result's);
+    an absent one is passed as ``fallback`` (a valid pointer, never read)."""
+    fallback = fallback or problem.spec.inputs[-1]
+    return Arg("bias", fallback=fallback), Arg("residual", fallback=fallback)

@@ -27,7 +27,7 @@ class Direct(Algorithm):
     def plan(self, problem, config, device):
         g = problem.geometry
         wg = config.get("wg", 64)
-        src = source("direct.mako", problem, bias=problem.bias, wg=wg)
+        src = source("direct.mako", problem, wg=wg)
         entry = f"clc_direct_{problem.pass_}"
         if problem.pass_ == "backward_weight":
             launch = call(src, entry, (wg, g.weight_elements), (wg, 1), Arg("x"), Arg("dy"), Arg("dw"))

@@ -9,7 +9,7 @@
 ##
 ## Parameters: geom, real, index, entries, wg (work-group size, a power of two), slices.
 <%namespace name="prelude" file="prelude.mako"/>
-${prelude.header(geom, real, index)}
+${prelude.header(geom, real, index, data, epilogue, bias)}
 ${prelude.entry_points(self, entries)}\
 ##
 <%def name="clc_depthwise_wgrad()">

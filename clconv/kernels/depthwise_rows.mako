@@ -18,7 +18,7 @@
     def has_tail(columns):
         return columns.vn > 0 and columns.tail_overlap >= 0
 %>\
-${prelude.header(geom, real, index)}
+${prelude.header(geom, real, index, data, epilogue, bias)}
 ${prelude.entry_points(self, entries)}\
 ##
 ## the vector type: columns.vn lanes of clc_real

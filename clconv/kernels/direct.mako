@@ -3,22 +3,23 @@
 ##   clc_direct_forward          one work-item per output element
 ##   clc_direct_backward_data    one work-item per input-gradient element, gathering (no atomics)
 ##   clc_direct_backward_weight  one work-group per weight element, a tree reduction in local memory
-## Parameters: geom, real, index, entries; bias (clc_direct_forward, clc_direct_backward_data);
-## wg, the work-group size (clc_direct_backward_weight).
+## Parameters: geom, real, data, index, entries, epilogue, bias (the prelude's); wg, the
+## work-group size (clc_direct_backward_weight).
 ## Unlike the other families, these kernels take no `restrict` arguments: with them, Intel's CPU
 ## compiler (OpenCL runtime 2026.22) crashed the process at the first launch of the float64 forward
 ## of a grouped layer (docs/portability.md).  The other families keep them: clang-based compilers
 ## honour `restrict` on kernel arguments only, and PoCL's im2col GEMMs ran 7-23% slower without.
 <%namespace name="prelude" file="prelude.mako"/>
-${prelude.header(geom, real, index)}
+${prelude.header(geom, real, index, data, epilogue, bias)}
 ${prelude.entry_points(self, entries)}\
 ##
 <%def name="clc_direct_forward()">
-/* global: (OP rounded up, N * COUT); x, w, bias, y each with an element offset. */
-__kernel void clc_direct_forward(__global const clc_real* x_base, const long x_off,
-                                 __global const clc_real* w_base, const long w_off,
-                                 __global const clc_real* bias_base, const long bias_off,
-                                 __global clc_real* y_base, const long y_off)
+/* global: (OP rounded up, N * COUT); x, w, bias, residual, y each with an element offset. */
+__kernel void clc_direct_forward(__global const clc_data* x_base, const long x_off,
+                                 __global const clc_data* w_base, const long w_off,
+                                 __global const clc_data* bias_base, const long bias_off,
+                                 __global const clc_data* residual_base, const long residual_off,
+                                 __global clc_data* y_base, const long y_off)
 {
     const clc_idx p = get_global_id(0);
     if (p >= CLC_OP) return;
@@ -27,8 +28,8 @@ __kernel void clc_direct_forward(__global const clc_real* x_base, const long x_o
     const int channel = (int)(nc % CLC_COUT);
     const int g = channel / CLC_CO;
     CLC_SPLIT_OUT(p, od, oh, ow);
-    __global const clc_real* restrict x = x_base + x_off + (b * CLC_CIN + g * CLC_CI) * CLC_IP;
-    __global const clc_real* restrict w = w_base + w_off + (clc_idx)channel * CLC_CI * CLC_KV;
+    __global const clc_data* restrict x = x_base + x_off + (b * CLC_CIN + g * CLC_CI) * CLC_IP;
+    __global const clc_data* restrict w = w_base + w_off + (clc_idx)channel * CLC_CI * CLC_KV;
 
     clc_real acc = (clc_real)0;
     for (int ci = 0; ci < CLC_CI; ++ci) {
@@ -42,26 +43,24 @@ __kernel void clc_direct_forward(__global const clc_real* x_base, const long x_o
                 for (int kw = 0; kw < CLC_KW; ++kw) {
                     const int iw = ow * CLC_SW - CLC_PW + kw * CLC_DW;
                     if ((uint)iw >= (uint)CLC_IW) continue;
-                    acc = fma(x[ci * CLC_IP + CLC_IN_OFFSET(id, ih, iw)],
-                              w[(ci * CLC_KD + kd) * (CLC_KH * CLC_KW) + kh * CLC_KW + kw], acc);
+                    acc = fma(clc_ld(x, ci * CLC_IP + CLC_IN_OFFSET(id, ih, iw)),
+                              clc_ld(w, (ci * CLC_KD + kd) * (CLC_KH * CLC_KW) + kh * CLC_KW + kw), acc);
                 }
             }
         }
     }
-% if bias:
-    acc += bias_base[bias_off + channel];
-% endif
-    y_base[y_off + nc * CLC_OP + p] = acc;
+    clc_store_result(y_base + y_off, nc * CLC_OP + p, acc, bias_base + bias_off, channel, residual_base + residual_off);
 }
 </%def>\
 ##
 <%def name="clc_direct_backward_data()">
 /* global: (IP rounded up, N * CIN). dx[b][c][pi] = sum over (co, tap) whose output pixel reads pi.
    `bias` here is the transposed convolution's bias (its output is this input gradient). */
-__kernel void clc_direct_backward_data(__global const clc_real* dy_base, const long dy_off,
-                                       __global const clc_real* w_base, const long w_off,
-                                       __global const clc_real* bias_base, const long bias_off,
-                                       __global clc_real* dx_base, const long dx_off)
+__kernel void clc_direct_backward_data(__global const clc_data* dy_base, const long dy_off,
+                                       __global const clc_data* w_base, const long w_off,
+                                       __global const clc_data* bias_base, const long bias_off,
+                                       __global const clc_data* residual_base, const long residual_off,
+                                       __global clc_data* dx_base, const long dx_off)
 {
     const clc_idx p = get_global_id(0);
     if (p >= CLC_IP) return;
@@ -70,8 +69,8 @@ __kernel void clc_direct_backward_data(__global const clc_real* dy_base, const l
     const int channel = (int)(nc % CLC_CIN);
     const int g = channel / CLC_CI, ci = channel % CLC_CI;
     CLC_SPLIT_IN(p, id, ih, iw);
-    __global const clc_real* restrict dy = dy_base + dy_off + (b * CLC_COUT + g * CLC_CO) * CLC_OP;
-    __global const clc_real* restrict w = w_base + w_off + ((clc_idx)g * CLC_CO * CLC_CI + ci) * CLC_KV;
+    __global const clc_data* restrict dy = dy_base + dy_off + (b * CLC_COUT + g * CLC_CO) * CLC_OP;
+    __global const clc_data* restrict w = w_base + w_off + ((clc_idx)g * CLC_CO * CLC_CI + ci) * CLC_KV;
 
     clc_real acc = (clc_real)0;
     for (int kd = 0; kd < CLC_KD; ++kd) {
@@ -86,14 +85,11 @@ __kernel void clc_direct_backward_data(__global const clc_real* dy_base, const l
                 const clc_idx po = CLC_OUT_OFFSET(od, oh, ow);
                 const int tap = (kd * CLC_KH + kh) * CLC_KW + kw;
                 for (int co = 0; co < CLC_CO; ++co)
-                    acc = fma(dy[co * CLC_OP + po], w[(clc_idx)co * CLC_CI * CLC_KV + tap], acc);
+                    acc = fma(clc_ld(dy, co * CLC_OP + po), clc_ld(w, (clc_idx)co * CLC_CI * CLC_KV + tap), acc);
             }
         }
     }
-% if bias:
-    acc += bias_base[bias_off + channel];
-% endif
-    dx_base[dx_off + nc * CLC_IP + p] = acc;
+    clc_store_result(dx_base + dx_off, nc * CLC_IP + p, acc, bias_base + bias_off, channel, residual_base + residual_off);
 }
 </%def>\
 ##
@@ -101,9 +97,9 @@ __kernel void clc_direct_backward_data(__global const clc_real* dy_base, const l
 /* global: (wg, COUT * CI * KV); one work-group per weight element: its work-items stride over the
    (batch x output pixel) contraction, then a fixed-shape tree sums their partials: deterministic. */
 __kernel __attribute__((reqd_work_group_size(${wg}, 1, 1)))
-void clc_direct_backward_weight(__global const clc_real* x_base, const long x_off,
-                                __global const clc_real* dy_base, const long dy_off,
-                                __global clc_real* dw_base, const long dw_off)
+void clc_direct_backward_weight(__global const clc_data* x_base, const long x_off,
+                                __global const clc_data* dy_base, const long dy_off,
+                                __global clc_data* dw_base, const long dw_off)
 {
     const int lid = get_local_id(0);
     const clc_idx e = get_group_id(1);            /* flat weight index: (channel, ci, tap) */
@@ -112,8 +108,8 @@ void clc_direct_backward_weight(__global const clc_real* x_base, const long x_of
     const int channel = (int)(e / ((clc_idx)CLC_CI * CLC_KV));
     const int g = channel / CLC_CO;
     CLC_SPLIT_TAP(tap, kd, kh, kw);
-    __global const clc_real* restrict x = x_base + x_off;
-    __global const clc_real* restrict dy = dy_base + dy_off;
+    __global const clc_data* restrict x = x_base + x_off;
+    __global const clc_data* restrict dy = dy_base + dy_off;
 
     clc_real acc = (clc_real)0;
     for (clc_idx t = lid; t < (clc_idx)CLC_N * CLC_OP; t += ${wg}) {
@@ -123,8 +119,8 @@ void clc_direct_backward_weight(__global const clc_real* x_base, const long x_of
         const int ih = oh * CLC_SH - CLC_PH + kh * CLC_DH;
         const int iw = ow * CLC_SW - CLC_PW + kw * CLC_DW;
         if (!CLC_INSIDE(id, ih, iw)) continue;
-        acc = fma(x[(b * CLC_CIN + g * CLC_CI + ci) * CLC_IP + CLC_IN_OFFSET(id, ih, iw)],
-                  dy[(b * CLC_COUT + channel) * CLC_OP + po], acc);
+        acc = fma(clc_ld(x, (b * CLC_CIN + g * CLC_CI + ci) * CLC_IP + CLC_IN_OFFSET(id, ih, iw)),
+                  clc_ld(dy, (b * CLC_COUT + channel) * CLC_OP + po), acc);
     }
     __local clc_real partial[${wg}];
     partial[lid] = acc;
@@ -133,6 +129,6 @@ void clc_direct_backward_weight(__global const clc_real* x_base, const long x_of
         if (lid < span) partial[lid] += partial[lid + span];
         barrier(CLK_LOCAL_MEM_FENCE);
     }
-    if (lid == 0) dw_base[dw_off + e] = partial[0];
+    if (lid == 0) clc_st(dw_base + dw_off, e, partial[0]);
 }
 </%def>\

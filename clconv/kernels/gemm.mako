@@ -24,7 +24,7 @@
 ## aligned to itemsize * VW bytes).
 <%namespace name="prelude" file="prelude.mako"/>
 <%namespace name="views" file="operands.mako"/>
-${prelude.header(geom, real, index)}
+${prelude.header(geom, real, index, data, epilogue, bias)}
 ${getattr(views, a_view)(a)}
 ${getattr(views, b_view)(b)}
 ${getattr(views, c_view)(c)}

@@ -6,7 +6,7 @@
 ## Parameters: geom, real, index, entries, chunk_batch (images per launch); bias (clc_col2im only:
 ## the transposed convolution's bias).
 <%namespace name="prelude" file="prelude.mako"/>
-${prelude.header(geom, real, index)}
+${prelude.header(geom, real, index, data, epilogue, bias)}
 #define CLC_NB ${chunk_batch}
 #define CLC_COLS ((clc_idx)CLC_NB * CLC_OP)     /* columns of one group's buffer */
 #define CLC_ROWS ((clc_idx)CLC_CI * CLC_KV)     /* rows of one group's buffer */

@@ -1,7 +1,19 @@
-## Shared prelude: scalar and index types, and the canonical convolution's geometry as constants.
-## Every kernel family includes it with <%namespace name="prelude" file="prelude.mako"/>, emits
-## ${prelude.header(geom, real, index)} first, then ${prelude.entry_points(self, entries)}: the
-## family's kernels the caller asked for.  All generated identifiers carry the clc_/CLC_ prefix.
+## Shared prelude: scalar, storage and index types, loads and stores of the call's tensors, the
+## epilogue of the kernels that write the result, and the canonical convolution's geometry as
+## constants.  Every kernel family includes it with <%namespace name="prelude" file="prelude.mako"/>,
+## emits ${prelude.header(geom, real, index, data, epilogue, bias)} first, then
+## ${prelude.entry_points(self, entries)}: the family's kernels the caller asked for.  All generated
+## identifiers carry the clc_/CLC_ prefix.
+##
+## Two element types: clc_real, the arithmetic type (float, or double for float64 tensors), which
+## every sum, register and workspace uses; and clc_data, how the call's tensors are stored (float,
+## double, half, or a bfloat16 as a ushort).  Tensors are read and written only through
+##   clc_ld(p, i)               element i of a clc_data pointer, as clc_real
+##   clc_st(p, i, v)            v rounded to nearest-even into element i
+##   ${prelude.vload(n, ptr)}   n consecutive elements from ptr as a clc_real vector (no alignment needed)
+##   ${prelude.vstore(n, v, ptr)}
+## and the result only through clc_store_result (and ${prelude.store_result_vec(...)}), which applies
+## the epilogue act(alpha * v + bias[channel] + beta * residual[at]) and rounds once.
 ## The body's text after that call is output too, so a family's defs there each end with
 ## `</%def>\` and are set apart by `##` lines rather than blank ones (no blank lines trail the source).
 ## Facts several families use are stated here once: module-level functions of the parameters
@@ -12,14 +24,19 @@
         (kd, kh) decides each row's validity and input line once, then runs along the width."""
         KD, KH = geom.kernel[0], geom.kernel[1]
         return tuple((kd * KH + kh, kd, kh) for kd in range(KD) for kh in range(KH))
+
+    from clconv.epilogue import ACTIVATIONS, c_literal
+    from clconv.dtypes import STORAGE
 %>
-<%def name="header(geom, real, index)">
+<%def name="header(geom, real, index, data, epilogue, bias)">
 % if real == "double":
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
 % endif
 typedef ${real} clc_real;
 /* ${index}: 64-bit only when some flat index of this geometry passes 2^31 - 1. */
 typedef ${index} clc_idx;
+${storage(data)}
+${result(epilogue, bias)}
 
 /* canonical convolution x(N, G*CI, ID, IH, IW) * w(G*CO, CI, KD, KH, KW) -> y(N, G*CO, OD, OH, OW) */
 #define CLC_N  ${geom.batch}
@@ -81,6 +98,99 @@ inline int clc_source_index(int i, int pad, int k, int dil, int stride, int out_
     const int o = t / stride;
     return o < out_size ? o : -1;
 }
+</%def>
+
+## How the call's tensors are stored (`data`, a STORAGE dtype name), and their loads and stores.
+<%def name="storage(data)">
+/* tensors stored as ${data}, summed as clc_real */
+typedef ${STORAGE[data].c_type} clc_data;
+% if data == "float16":
+/* vload_half/vstore_half are core OpenCL C: no cl_khr_fp16 needed (NVIDIA's OpenCL has none) */
+#define clc_ld(p, i) vload_half((i), (p))
+#define clc_st(p, i, v) vstore_half_rte((v), (i), (p))
+% elif data == "bfloat16":
+/* a bfloat16 is the upper half of a float32 */
+inline float clc_from_bf16(ushort b) { return as_float((uint)b << 16); }
+inline ushort clc_to_bf16(float f)
+{
+    const uint u = as_uint(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (ushort)((u >> 16) | 0x40u);  /* NaN stays a quiet NaN */
+    return (ushort)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);                  /* nearest, ties to even */
+}
+#define clc_ld(p, i) clc_from_bf16((p)[i])
+#define clc_st(p, i, v) ((p)[i] = clc_to_bf16(v))
+% else:
+#define clc_ld(p, i) ((p)[i])
+#define clc_st(p, i, v) ((p)[i] = (v))
+% endif
+</%def>
+
+## n consecutive tensor elements from ptr as a clc_real vector (an expression); n = 1: a scalar.
+<%def name="vload(n, ptr)">\
+% if n == 1:
+clc_ld(${ptr}, 0)\
+% elif data == "float16":
+vload_half${n}(0, ${ptr})\
+% elif data == "bfloat16":
+as_float${n}(convert_uint${n}(vload${n}(0, ${ptr})) << 16)\
+% else:
+vload${n}(0, ${ptr})\
+% endif
+</%def>
+
+## Store the clc_real vector `value` of n lanes at ptr (a statement).
+<%def name="vstore(n, value, ptr)">\
+% if n == 1:
+clc_st(${ptr}, 0, ${value});\
+% elif data == "float16":
+vstore_half${n}_rte(${value}, 0, ${ptr});\
+% elif data == "bfloat16":
+{ const float${n} clc_t = ${value};${"".join(f" ({ptr})[{i}] = clc_to_bf16(clc_t.s{'0123456789abcdef'[i]});" for i in range(n))} }\
+% else:
+vstore${n}(${value}, 0, ${ptr});\
+% endif
+</%def>
+
+## The epilogue: every kernel that writes the pass's result (y, or dx of a transposed convolution)
+## stores it with clc_store_result(out, at, v, bias, channel, residual): out and residual point at
+## the tensors' first elements (offsets applied), `at` indexes both (same shape and layout), and
+## bias is read at `channel` when the problem has one.  Unused pointers are never read.
+<%def name="result(epilogue, bias)">
+% if epilogue.activation == "leaky_relu":
+#define CLC_SLOPE ${c_literal(epilogue.negative_slope)}
+% endif
+inline void clc_store_result(__global clc_data* out, clc_idx at, clc_real v, __global const clc_data* bias,
+                             clc_idx channel, __global const clc_data* residual)
+{
+% if epilogue.alpha != 1.0:
+    v *= ${c_literal(epilogue.alpha)};
+% endif
+% if bias:
+    v += clc_ld(bias, channel);
+% endif
+% if epilogue.residual and epilogue.beta == 1.0:
+    v += clc_ld(residual, at);
+% elif epilogue.residual:
+    v = fma(${c_literal(epilogue.beta)}, clc_ld(residual, at), v);
+% endif
+% if epilogue.activation is not None:
+    v = ${ACTIVATIONS[epilogue.activation].c};
+% endif
+    clc_st(out, at, v);
+}
+</%def>
+
+## n results of one channel at out[0..n), from the clc_real vector `value` (a statement).
+<%def name="store_result_vec(n, out, value, bias_ptr, channel, residual_ptr)">\
+% if n == 1:
+clc_store_result(${out}, 0, ${value}, ${bias_ptr}, ${channel}, ${residual_ptr});\
+% elif epilogue.is_identity and not bias:
+${vstore(n, value, out)}\
+% elif epilogue.is_identity:
+${vstore(n, f"({value}) + ({real}{n})(clc_ld({bias_ptr}, {channel}))", out)}\
+% else:
+{ const ${real}${n} clc_v = ${value};${"".join(f" clc_store_result({out}, {i}, clc_v.s{'0123456789abcdef'[i]}, {bias_ptr}, {channel}, {residual_ptr});" for i in range(n))} }\
+% endif
 </%def>
 
 ## The kernel entry points named in `entries`, in that order: each a def of namespace `ns` (the

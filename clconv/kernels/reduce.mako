@@ -5,7 +5,7 @@
 ## Parameters: geom, real, index, entries; splits, elements (clc_splitk_sum); wg, the work-group
 ## size (clc_bias_grad).
 <%namespace name="prelude" file="prelude.mako"/>
-${prelude.header(geom, real, index)}
+${prelude.header(geom, real, index, data, epilogue, bias)}
 ${prelude.entry_points(self, entries)}\
 ##
 <%def name="clc_splitk_sum()">

@@ -11,7 +11,7 @@
 ## (the padding before rows and columns), TH, TW (tiles down and across), FLIP, bias; LS (the GEMM's
 ## work-group side; each work-item computes 4 x 4 of an LS*4 square tile).
 <%namespace name="prelude" file="prelude.mako"/>
-${prelude.header(geom, real, index)}
+${prelude.header(geom, real, index, data, epilogue, bias)}
 #define CLC_W_P ((clc_idx)${N} * ${TH} * ${TW})
 ${prelude.entry_points(self, entries)}\
 ##

@@ -1,0 +1,53 @@
+"""The storage dtypes of a call's tensors: float32, float64, float16 and bfloat16.
+
+float16 and bfloat16 are storage only: the kernels load them into float32, sum in float32 and
+round the result once (clconv/kernels/prelude.mako).  bfloat16 is the NumPy dtype of the optional
+``ml_dtypes`` package (JAX's); without it installed no array can have that dtype, so clconv never
+sees one.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+
+class Storage(NamedTuple):
+    c_type: str  # the OpenCL C element type in global memory
+    itemsize: int
+    real: str  # the OpenCL C arithmetic type
+    eps: float  # the spacing of 1.0: a stored result is within eps / 2 of what the kernel computed
+
+
+STORAGE = {
+    "float32": Storage("float", 4, "float", 2.0 ** -23),
+    "float64": Storage("double", 8, "double", 2.0 ** -52),
+    "float16": Storage("half", 2, "float", 2.0 ** -10),
+    "bfloat16": Storage("ushort", 2, "float", 2.0 ** -7),  # the upper half of a float32
+}
+STORAGE_DTYPES = tuple(STORAGE)
+
+
+def bfloat16() -> np.dtype | None:
+    """``ml_dtypes.bfloat16`` as a NumPy dtype, or None when ml_dtypes is not installed."""
+    try:
+        import ml_dtypes
+    except ImportError:
+        return None
+    return np.dtype(ml_dtypes.bfloat16)
+
+
+def numpy_dtype(name: str) -> np.dtype:
+    """The NumPy dtype of a storage dtype name (bfloat16 needs ml_dtypes)."""
+    if name == "bfloat16":
+        dtype = bfloat16()
+        if dtype is None:
+            raise TypeError("bfloat16 tensors need the ml_dtypes package (pip install ml_dtypes)")
+        return dtype
+    return np.dtype(name)
+
+
+def is_storage(dtype: np.dtype) -> bool:
+    """Whether arrays of ``dtype`` can be a call's tensors."""
+    return dtype.name in STORAGE and (dtype.name != "bfloat16" or dtype == bfloat16())

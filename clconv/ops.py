@@ -9,8 +9,9 @@ call the same way and shows the kernels it would run instead of running them.
 from __future__ import annotations
 
 import inspect
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Callable, NamedTuple, Sequence, Tuple, Union
+from typing import Any, Callable, Iterator, NamedTuple, Sequence, Tuple, Union
 
 import numpy as np
 import pyopencl as cl
@@ -23,7 +24,7 @@ from .geometry import ConvGeometry
 from .resolve import Resolved
 from .passes import OPS
 from .epilogue import IDENTITY, Epilogue, check as check_epilogue
-from .plan import Problem
+from .plan import CHANNELS_FIRST, CHANNELS_LAST, Problem, check_layout
 from .tensors import (
     check_allocation, check_device_dtype, check_out, check_tensor, common_dtype, empty_array, pick_queue,
     result_allocator, to_operand,
@@ -60,7 +61,8 @@ _statics: Cache[_Static] = Cache("calls", maxsize=4096)
 
 
 def _prepare(family: str, resolved: Resolved, user: dict[str, Tensor], algorithm: str,
-             queue: cl.CommandQueue | None, out: Tensor | None, epilogue: Epilogue = IDENTITY) -> _Call:
+             queue: cl.CommandQueue | None, out: Tensor | None, epilogue: Epilogue = IDENTITY,
+             layout: str = CHANNELS_FIRST) -> _Call:
     """Check a call of op ``family`` whose geometry is ``resolved``; ``user`` maps the op's tensor
     arguments to tensors (checked already)."""
     op = OPS[family]
@@ -70,10 +72,11 @@ def _prepare(family: str, resolved: Resolved, user: dict[str, Tensor], algorithm
     tensors = {roles[name]: value for name, value in user.items() if value is not None}
     has_bias = "bias" in tensors
     # Everything below depends only on this key, so a repeated call skips it (host overhead).
-    key = (family, resolved, dtype, queue, algorithm, has_bias, epilogue)
+    key = (family, resolved, dtype, queue, algorithm, has_bias, epilogue, layout)
     static = _statics.get(key)
     if static is None:
-        static = _statics.put(key, _check_static(op.pass_, resolved, dtype, queue, algorithm, has_bias, epilogue))
+        static = _statics.put(key, _check_static(op.pass_, resolved, dtype, queue, algorithm, has_bias, epilogue,
+                                                 layout))
     residual = tensors.get("residual")
     if residual is not None and tuple(residual.shape) != static.result_shape:
         raise ValueError(f"residual must have the result's shape {static.result_shape}, got {tuple(residual.shape)}")
@@ -87,17 +90,57 @@ def _prepare(family: str, resolved: Resolved, user: dict[str, Tensor], algorithm
 
 
 def _check_static(pass_: str, resolved: Resolved, dtype: np.dtype, queue: cl.CommandQueue, algorithm: str,
-                  has_bias: bool, epilogue: Epilogue) -> _Static:
+                  has_bias: bool, epilogue: Epilogue, layout: str) -> _Static:
     """The checks of a pass that depend only on geometry, dtype, device and algorithm."""
     check_device_dtype(dtype, queue)
-    problem = Problem(resolved.geometry, pass_, dtype.name, bias=has_bias, epilogue=epilogue)
+    problem = Problem(resolved.geometry, pass_, dtype.name, bias=has_bias, epilogue=epilogue, layout=layout)
     if algorithm != "auto":
         planner.check_serves(planner.get_algorithm(algorithm, pass_), problem, queue.device)
     shape = problem.spec.result_shape(resolved.geometry)
-    if resolved.unbatched and problem.spec.result_is_activation():
-        shape = shape[1:]
+    if problem.spec.result_is_activation():
+        shape = _user_shape(shape, resolved.unbatched, layout)
     check_allocation("the result", shape, dtype, queue)
     return _Static(problem, dtype, problem.spec.result, shape)
+
+
+def _first(shape: Any, ndim: int, layout: str) -> Any:
+    """An activation's shape in ``layout`` as the channels-first shape the resolvers take:
+    ``(N, *spatial, C)`` -> ``(N, C, *spatial)`` (unbatched ``(*spatial, C)`` -> ``(C, *spatial)``).
+    A shape of the wrong rank is passed on as given, for the resolver to refuse by name."""
+    if layout == CHANNELS_FIRST or not isinstance(shape, (tuple, list)) or len(shape) not in (ndim + 1, ndim + 2):
+        return shape
+    shape = tuple(shape)
+    at = len(shape) - ndim - 1  # where the channel axis goes: after the batch, if any
+    return (*shape[:at], shape[-1], *shape[at:-1])
+
+
+@contextmanager
+def _shapes_in(layout: str) -> Iterator[None]:
+    """A resolver's shape error under channels_last says how the shapes were read."""
+    try:
+        yield
+    except ValueError as exc:
+        if layout != CHANNELS_LAST:
+            raise
+        raise ValueError(f"{exc} (layout='channels_last': activations are (N, *spatial, C), read here as "
+                         f"(N, C, *spatial))") from None
+
+
+def _resolve(layout: str, resolver: Callable[..., Resolved], *args: Any) -> Resolved:
+    """``resolver(*args)``; under channels_last its shape errors also say how shapes were read."""
+    try:
+        return resolver(*args)
+    except ValueError as exc:
+        if layout != CHANNELS_LAST:
+            raise
+        raise ValueError(f"{exc} (layout='channels_last': activations are (N, *spatial, C), read here as "
+                         f"(N, C, *spatial))") from None
+
+
+def _user_shape(batched: tuple[int, ...], unbatched: bool, layout: str) -> tuple[int, ...]:
+    """A canonical ``(N, C, *spatial)`` activation shape as the user's tensor has it."""
+    shape = (*batched[:1], *batched[2:], batched[1]) if layout == CHANNELS_LAST else batched
+    return shape[1:] if unbatched else shape
 
 
 def _overlap(out: cl_array.Array, other: Tensor) -> bool:
@@ -194,239 +237,250 @@ def render(op: Callable[..., Any], *args: Any, **kwargs: Any) -> str:
 
 
 def _conv(ndim, input, weight, bias, stride, padding, dilation, groups, activation, negative_slope, residual, alpha,
-          beta, algorithm, queue, out):
+          beta, layout, algorithm, queue, out):
     user = _checked(input=input, weight=weight, bias=bias, residual=residual)
     epilogue = check_epilogue(activation, negative_slope, alpha, beta, residual is not None)
     planner.check_algorithm(algorithm, OPS["conv"].pass_)
-    resolved = resolve.resolve_conv(ndim, input.shape, weight.shape, None if bias is None else bias.shape,
-                                stride, padding, dilation, groups)
-    return _prepare("conv", resolved, user, algorithm, queue, out, epilogue)
+    layout = check_layout(layout)
+    resolved = _resolve(layout, resolve.resolve_conv, ndim, _first(input.shape, ndim, layout), weight.shape,
+                                    None if bias is None else bias.shape, stride, padding, dilation, groups)
+    return _prepare("conv", resolved, user, algorithm, queue, out, epilogue, layout)
 
 
 @_op("conv", 1)
 def conv1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: IntOrTuple = 1, padding: Padding = 0,
            dilation: IntOrTuple = 1, groups: int = 1, *, activation: str | None = None, negative_slope: float = 0.01,
-           residual: Tensor | None = None, alpha: float = 1.0, beta: float = 1.0, algorithm: str = "auto",
+           residual: Tensor | None = None, alpha: float = 1.0, beta: float = 1.0, layout: str = "channels_first", algorithm: str = "auto",
            queue: cl.CommandQueue | None = None, out: Tensor | None = None) -> Tensor:
     """1D convolution, as ``torch.nn.functional.conv1d``: input ``(N, C_in, W)`` or ``(C_in, W)``,
     weight ``(C_out, C_in/groups, kW)``, bias ``(C_out,)``.  ``padding`` also takes ``'same'``,
     ``'valid'`` and ``((begin, end),)``.  Raises ValueError/TypeError naming any bad argument."""
     return _execute(_conv(1, input, weight, bias, stride, padding, dilation, groups, activation, negative_slope, residual,
-                          alpha, beta, algorithm, queue, out))
+                          alpha, beta, layout, algorithm, queue, out))
 
 
 @_op("conv", 2)
 def conv2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: IntOrTuple = 1, padding: Padding = 0,
            dilation: IntOrTuple = 1, groups: int = 1, *, activation: str | None = None, negative_slope: float = 0.01,
-           residual: Tensor | None = None, alpha: float = 1.0, beta: float = 1.0, algorithm: str = "auto",
+           residual: Tensor | None = None, alpha: float = 1.0, beta: float = 1.0, layout: str = "channels_first", algorithm: str = "auto",
            queue: cl.CommandQueue | None = None, out: Tensor | None = None) -> Tensor:
     """2D convolution, as ``torch.nn.functional.conv2d``: input ``(N, C_in, H, W)`` or unbatched,
     weight ``(C_out, C_in/groups, kH, kW)``; asymmetric padding as ``((top, bottom), (left, right))``."""
     return _execute(_conv(2, input, weight, bias, stride, padding, dilation, groups, activation, negative_slope, residual,
-                          alpha, beta, algorithm, queue, out))
+                          alpha, beta, layout, algorithm, queue, out))
 
 
 @_op("conv", 3)
 def conv3d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: IntOrTuple = 1, padding: Padding = 0,
            dilation: IntOrTuple = 1, groups: int = 1, *, activation: str | None = None, negative_slope: float = 0.01,
-           residual: Tensor | None = None, alpha: float = 1.0, beta: float = 1.0, algorithm: str = "auto",
+           residual: Tensor | None = None, alpha: float = 1.0, beta: float = 1.0, layout: str = "channels_first", algorithm: str = "auto",
            queue: cl.CommandQueue | None = None, out: Tensor | None = None) -> Tensor:
     """3D convolution, as ``torch.nn.functional.conv3d``: input ``(N, C_in, D, H, W)`` or unbatched."""
     return _execute(_conv(3, input, weight, bias, stride, padding, dilation, groups, activation, negative_slope, residual,
-                          alpha, beta, algorithm, queue, out))
+                          alpha, beta, layout, algorithm, queue, out))
 
 
 # -- gradients of the convolution (torch.nn.grad) ----------------------------------------------------
 
 
-def _conv_input(ndim, input_size, weight, grad_output, stride, padding, dilation, groups, algorithm, queue, out):
+def _conv_input(ndim, input_size, weight, grad_output, stride, padding, dilation, groups, layout, algorithm, queue, out):
     user = _checked(weight=weight, grad_output=grad_output)
     planner.check_algorithm(algorithm, OPS["conv_input"].pass_)
-    resolved = resolve.resolve_conv_input(ndim, input_size, weight.shape, grad_output.shape, stride, padding, dilation, groups)
-    return _prepare("conv_input", resolved, user, algorithm, queue, out)
+    layout = check_layout(layout)
+    resolved = _resolve(layout, resolve.resolve_conv_input, ndim, _first(input_size, ndim, layout), weight.shape,
+                                          _first(grad_output.shape, ndim, layout), stride, padding, dilation, groups)
+    return _prepare("conv_input", resolved, user, algorithm, queue, out, layout=layout)
 
 
-def _conv_weight(ndim, input, weight_size, grad_output, stride, padding, dilation, groups, algorithm, queue, out):
+def _conv_weight(ndim, input, weight_size, grad_output, stride, padding, dilation, groups, layout, algorithm, queue, out):
     user = _checked(input=input, grad_output=grad_output)
     planner.check_algorithm(algorithm, OPS["conv_weight"].pass_)
-    resolved = resolve.resolve_conv_weight(ndim, input.shape, weight_size, grad_output.shape, stride, padding, dilation, groups)
-    return _prepare("conv_weight", resolved, user, algorithm, queue, out)
+    layout = check_layout(layout)
+    resolved = _resolve(layout, resolve.resolve_conv_weight, ndim, _first(input.shape, ndim, layout), weight_size,
+                                           _first(grad_output.shape, ndim, layout), stride, padding, dilation, groups)
+    return _prepare("conv_weight", resolved, user, algorithm, queue, out, layout=layout)
 
 
 @_op("conv_input", 1)
 def conv1d_input(input_size: Sequence[int], weight: Tensor, grad_output: Tensor, stride: IntOrTuple = 1,
-                 padding: Padding = 0, dilation: IntOrTuple = 1, groups: int = 1, *, algorithm: str = "auto",
+                 padding: Padding = 0, dilation: IntOrTuple = 1, groups: int = 1, *, layout: str = "channels_first", algorithm: str = "auto",
                  queue: cl.CommandQueue | None = None, out: Tensor | None = None) -> Tensor:
     """Gradient of conv1d w.r.t. its input, of shape ``input_size`` (as ``torch.nn.grad.conv1d_input``)."""
-    return _execute(_conv_input(1, input_size, weight, grad_output, stride, padding, dilation, groups, algorithm, queue, out))
+    return _execute(_conv_input(1, input_size, weight, grad_output, stride, padding, dilation, groups, layout, algorithm, queue, out))
 
 
 @_op("conv_input", 2)
 def conv2d_input(input_size: Sequence[int], weight: Tensor, grad_output: Tensor, stride: IntOrTuple = 1,
-                 padding: Padding = 0, dilation: IntOrTuple = 1, groups: int = 1, *, algorithm: str = "auto",
+                 padding: Padding = 0, dilation: IntOrTuple = 1, groups: int = 1, *, layout: str = "channels_first", algorithm: str = "auto",
                  queue: cl.CommandQueue | None = None, out: Tensor | None = None) -> Tensor:
     """Gradient of conv2d w.r.t. its input, of shape ``input_size`` (as ``torch.nn.grad.conv2d_input``)."""
-    return _execute(_conv_input(2, input_size, weight, grad_output, stride, padding, dilation, groups, algorithm, queue, out))
+    return _execute(_conv_input(2, input_size, weight, grad_output, stride, padding, dilation, groups, layout, algorithm, queue, out))
 
 
 @_op("conv_input", 3)
 def conv3d_input(input_size: Sequence[int], weight: Tensor, grad_output: Tensor, stride: IntOrTuple = 1,
-                 padding: Padding = 0, dilation: IntOrTuple = 1, groups: int = 1, *, algorithm: str = "auto",
+                 padding: Padding = 0, dilation: IntOrTuple = 1, groups: int = 1, *, layout: str = "channels_first", algorithm: str = "auto",
                  queue: cl.CommandQueue | None = None, out: Tensor | None = None) -> Tensor:
     """Gradient of conv3d w.r.t. its input, of shape ``input_size`` (as ``torch.nn.grad.conv3d_input``)."""
-    return _execute(_conv_input(3, input_size, weight, grad_output, stride, padding, dilation, groups, algorithm, queue, out))
+    return _execute(_conv_input(3, input_size, weight, grad_output, stride, padding, dilation, groups, layout, algorithm, queue, out))
 
 
 @_op("conv_weight", 1)
 def conv1d_weight(input: Tensor, weight_size: Sequence[int], grad_output: Tensor, stride: IntOrTuple = 1,
-                  padding: Padding = 0, dilation: IntOrTuple = 1, groups: int = 1, *, algorithm: str = "auto",
+                  padding: Padding = 0, dilation: IntOrTuple = 1, groups: int = 1, *, layout: str = "channels_first", algorithm: str = "auto",
                   queue: cl.CommandQueue | None = None, out: Tensor | None = None) -> Tensor:
     """Gradient of conv1d w.r.t. its weight, of shape ``weight_size`` (as ``torch.nn.grad.conv1d_weight``)."""
-    return _execute(_conv_weight(1, input, weight_size, grad_output, stride, padding, dilation, groups, algorithm, queue, out))
+    return _execute(_conv_weight(1, input, weight_size, grad_output, stride, padding, dilation, groups, layout, algorithm, queue, out))
 
 
 @_op("conv_weight", 2)
 def conv2d_weight(input: Tensor, weight_size: Sequence[int], grad_output: Tensor, stride: IntOrTuple = 1,
-                  padding: Padding = 0, dilation: IntOrTuple = 1, groups: int = 1, *, algorithm: str = "auto",
+                  padding: Padding = 0, dilation: IntOrTuple = 1, groups: int = 1, *, layout: str = "channels_first", algorithm: str = "auto",
                   queue: cl.CommandQueue | None = None, out: Tensor | None = None) -> Tensor:
     """Gradient of conv2d w.r.t. its weight, of shape ``weight_size`` (as ``torch.nn.grad.conv2d_weight``)."""
-    return _execute(_conv_weight(2, input, weight_size, grad_output, stride, padding, dilation, groups, algorithm, queue, out))
+    return _execute(_conv_weight(2, input, weight_size, grad_output, stride, padding, dilation, groups, layout, algorithm, queue, out))
 
 
 @_op("conv_weight", 3)
 def conv3d_weight(input: Tensor, weight_size: Sequence[int], grad_output: Tensor, stride: IntOrTuple = 1,
-                  padding: Padding = 0, dilation: IntOrTuple = 1, groups: int = 1, *, algorithm: str = "auto",
+                  padding: Padding = 0, dilation: IntOrTuple = 1, groups: int = 1, *, layout: str = "channels_first", algorithm: str = "auto",
                   queue: cl.CommandQueue | None = None, out: Tensor | None = None) -> Tensor:
     """Gradient of conv3d w.r.t. its weight, of shape ``weight_size`` (as ``torch.nn.grad.conv3d_weight``)."""
-    return _execute(_conv_weight(3, input, weight_size, grad_output, stride, padding, dilation, groups, algorithm, queue, out))
+    return _execute(_conv_weight(3, input, weight_size, grad_output, stride, padding, dilation, groups, layout, algorithm, queue, out))
 
 
 # -- transposed convolution and its gradients -------------------------------------------------------
 
 
 def _conv_transpose(ndim, input, weight, bias, stride, padding, output_padding, groups, dilation, activation,
-                    negative_slope, residual, alpha, beta, algorithm, queue, out):
+                    negative_slope, residual, alpha, beta, layout, algorithm, queue, out):
     user = _checked(input=input, weight=weight, bias=bias, residual=residual)
     epilogue = check_epilogue(activation, negative_slope, alpha, beta, residual is not None)
     planner.check_algorithm(algorithm, OPS["conv_transpose"].pass_)
-    resolved = resolve.resolve_conv_transpose(ndim, input.shape, weight.shape, None if bias is None else bias.shape,
-                                          stride, padding, output_padding, groups, dilation)
-    return _prepare("conv_transpose", resolved, user, algorithm, queue, out, epilogue)
+    layout = check_layout(layout)
+    resolved = _resolve(layout, resolve.resolve_conv_transpose, ndim, _first(input.shape, ndim, layout), weight.shape,
+                                              None if bias is None else bias.shape, stride, padding, output_padding,
+                                              groups, dilation)
+    return _prepare("conv_transpose", resolved, user, algorithm, queue, out, epilogue, layout)
 
 
 @_op("conv_transpose", 1)
 def conv_transpose1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: IntOrTuple = 1,
                      padding: Padding = 0, output_padding: IntOrTuple = 0, groups: int = 1, dilation: IntOrTuple = 1,
                      *, activation: str | None = None, negative_slope: float = 0.01, residual: Tensor | None = None,
-                     alpha: float = 1.0, beta: float = 1.0, algorithm: str = "auto", queue: cl.CommandQueue | None = None,
+                     alpha: float = 1.0, beta: float = 1.0, layout: str = "channels_first", algorithm: str = "auto", queue: cl.CommandQueue | None = None,
                      out: Tensor | None = None) -> Tensor:
     """1D transposed convolution, as ``torch.nn.functional.conv_transpose1d``: weight ``(C_in, C_out/groups, kW)``;
     output size ``(in-1)*stride - pad_begin - pad_end + dilation*(k-1) + output_padding + 1``."""
     return _execute(_conv_transpose(1, input, weight, bias, stride, padding, output_padding, groups, dilation, activation,
-                                    negative_slope, residual, alpha, beta, algorithm, queue, out))
+                                    negative_slope, residual, alpha, beta, layout, algorithm, queue, out))
 
 
 @_op("conv_transpose", 2)
 def conv_transpose2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: IntOrTuple = 1,
                      padding: Padding = 0, output_padding: IntOrTuple = 0, groups: int = 1, dilation: IntOrTuple = 1,
                      *, activation: str | None = None, negative_slope: float = 0.01, residual: Tensor | None = None,
-                     alpha: float = 1.0, beta: float = 1.0, algorithm: str = "auto", queue: cl.CommandQueue | None = None,
+                     alpha: float = 1.0, beta: float = 1.0, layout: str = "channels_first", algorithm: str = "auto", queue: cl.CommandQueue | None = None,
                      out: Tensor | None = None) -> Tensor:
     """2D transposed convolution, as ``torch.nn.functional.conv_transpose2d``."""
     return _execute(_conv_transpose(2, input, weight, bias, stride, padding, output_padding, groups, dilation, activation,
-                                    negative_slope, residual, alpha, beta, algorithm, queue, out))
+                                    negative_slope, residual, alpha, beta, layout, algorithm, queue, out))
 
 
 @_op("conv_transpose", 3)
 def conv_transpose3d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: IntOrTuple = 1,
                      padding: Padding = 0, output_padding: IntOrTuple = 0, groups: int = 1, dilation: IntOrTuple = 1,
                      *, activation: str | None = None, negative_slope: float = 0.01, residual: Tensor | None = None,
-                     alpha: float = 1.0, beta: float = 1.0, algorithm: str = "auto", queue: cl.CommandQueue | None = None,
+                     alpha: float = 1.0, beta: float = 1.0, layout: str = "channels_first", algorithm: str = "auto", queue: cl.CommandQueue | None = None,
                      out: Tensor | None = None) -> Tensor:
     """3D transposed convolution, as ``torch.nn.functional.conv_transpose3d``."""
     return _execute(_conv_transpose(3, input, weight, bias, stride, padding, output_padding, groups, dilation, activation,
-                                    negative_slope, residual, alpha, beta, algorithm, queue, out))
+                                    negative_slope, residual, alpha, beta, layout, algorithm, queue, out))
 
 
-def _conv_transpose_input(ndim, grad_output, weight, stride, padding, output_padding, groups, dilation, algorithm, queue, out):
+def _conv_transpose_input(ndim, grad_output, weight, stride, padding, output_padding, groups, dilation, layout, algorithm, queue, out):
     user = _checked(grad_output=grad_output, weight=weight)
     planner.check_algorithm(algorithm, OPS["conv_transpose_input"].pass_)
-    resolved = resolve.resolve_conv_transpose_input(ndim, grad_output.shape, weight.shape, stride, padding,
-                                                output_padding, groups, dilation)
-    return _prepare("conv_transpose_input", resolved, user, algorithm, queue, out)
+    layout = check_layout(layout)
+    resolved = _resolve(layout, resolve.resolve_conv_transpose_input, ndim, _first(grad_output.shape, ndim, layout), weight.shape, stride,
+                                                    padding, output_padding, groups, dilation)
+    return _prepare("conv_transpose_input", resolved, user, algorithm, queue, out, layout=layout)
 
 
 def _conv_transpose_weight(ndim, input, weight_size, grad_output, stride, padding, output_padding, groups, dilation,
-                           algorithm, queue, out):
+                           layout, algorithm, queue, out):
     user = _checked(input=input, grad_output=grad_output)
     planner.check_algorithm(algorithm, OPS["conv_transpose_weight"].pass_)
-    resolved = resolve.resolve_conv_transpose_weight(ndim, input.shape, weight_size, grad_output.shape, stride, padding,
-                                                 output_padding, groups, dilation)
-    return _prepare("conv_transpose_weight", resolved, user, algorithm, queue, out)
+    layout = check_layout(layout)
+    resolved = _resolve(layout, resolve.resolve_conv_transpose_weight, ndim, _first(input.shape, ndim, layout), weight_size,
+                                                     _first(grad_output.shape, ndim, layout), stride, padding,
+                                                     output_padding, groups, dilation)
+    return _prepare("conv_transpose_weight", resolved, user, algorithm, queue, out, layout=layout)
 
 
 @_op("conv_transpose_input", 1)
 def conv_transpose1d_input(grad_output: Tensor, weight: Tensor, stride: IntOrTuple = 1, padding: Padding = 0,
                            output_padding: IntOrTuple = 0, groups: int = 1, dilation: IntOrTuple = 1, *,
-                           algorithm: str = "auto", queue: cl.CommandQueue | None = None,
+                           layout: str = "channels_first", algorithm: str = "auto", queue: cl.CommandQueue | None = None,
                            out: Tensor | None = None) -> Tensor:
     """Gradient of conv_transpose1d w.r.t. its input: a forward conv1d of ``grad_output`` with ``weight``."""
-    return _execute(_conv_transpose_input(1, grad_output, weight, stride, padding, output_padding, groups, dilation, algorithm, queue, out))
+    return _execute(_conv_transpose_input(1, grad_output, weight, stride, padding, output_padding, groups, dilation, layout, algorithm, queue, out))
 
 
 @_op("conv_transpose_input", 2)
 def conv_transpose2d_input(grad_output: Tensor, weight: Tensor, stride: IntOrTuple = 1, padding: Padding = 0,
                            output_padding: IntOrTuple = 0, groups: int = 1, dilation: IntOrTuple = 1, *,
-                           algorithm: str = "auto", queue: cl.CommandQueue | None = None,
+                           layout: str = "channels_first", algorithm: str = "auto", queue: cl.CommandQueue | None = None,
                            out: Tensor | None = None) -> Tensor:
     """Gradient of conv_transpose2d w.r.t. its input."""
-    return _execute(_conv_transpose_input(2, grad_output, weight, stride, padding, output_padding, groups, dilation, algorithm, queue, out))
+    return _execute(_conv_transpose_input(2, grad_output, weight, stride, padding, output_padding, groups, dilation, layout, algorithm, queue, out))
 
 
 @_op("conv_transpose_input", 3)
 def conv_transpose3d_input(grad_output: Tensor, weight: Tensor, stride: IntOrTuple = 1, padding: Padding = 0,
                            output_padding: IntOrTuple = 0, groups: int = 1, dilation: IntOrTuple = 1, *,
-                           algorithm: str = "auto", queue: cl.CommandQueue | None = None,
+                           layout: str = "channels_first", algorithm: str = "auto", queue: cl.CommandQueue | None = None,
                            out: Tensor | None = None) -> Tensor:
     """Gradient of conv_transpose3d w.r.t. its input."""
-    return _execute(_conv_transpose_input(3, grad_output, weight, stride, padding, output_padding, groups, dilation, algorithm, queue, out))
+    return _execute(_conv_transpose_input(3, grad_output, weight, stride, padding, output_padding, groups, dilation, layout, algorithm, queue, out))
 
 
 @_op("conv_transpose_weight", 1)
 def conv_transpose1d_weight(input: Tensor, weight_size: Sequence[int], grad_output: Tensor, stride: IntOrTuple = 1,
                             padding: Padding = 0, output_padding: IntOrTuple = 0, groups: int = 1,
-                            dilation: IntOrTuple = 1, *, algorithm: str = "auto",
+                            dilation: IntOrTuple = 1, *, layout: str = "channels_first", algorithm: str = "auto",
                             queue: cl.CommandQueue | None = None, out: Tensor | None = None) -> Tensor:
     """Gradient of conv_transpose1d w.r.t. its weight ``(C_in, C_out/groups, kW)``."""
     return _execute(_conv_transpose_weight(1, input, weight_size, grad_output, stride, padding, output_padding, groups, dilation,
-                                           algorithm, queue, out))
+                                           layout, algorithm, queue, out))
 
 
 @_op("conv_transpose_weight", 2)
 def conv_transpose2d_weight(input: Tensor, weight_size: Sequence[int], grad_output: Tensor, stride: IntOrTuple = 1,
                             padding: Padding = 0, output_padding: IntOrTuple = 0, groups: int = 1,
-                            dilation: IntOrTuple = 1, *, algorithm: str = "auto",
+                            dilation: IntOrTuple = 1, *, layout: str = "channels_first", algorithm: str = "auto",
                             queue: cl.CommandQueue | None = None, out: Tensor | None = None) -> Tensor:
     """Gradient of conv_transpose2d w.r.t. its weight."""
     return _execute(_conv_transpose_weight(2, input, weight_size, grad_output, stride, padding, output_padding, groups, dilation,
-                                           algorithm, queue, out))
+                                           layout, algorithm, queue, out))
 
 
 @_op("conv_transpose_weight", 3)
 def conv_transpose3d_weight(input: Tensor, weight_size: Sequence[int], grad_output: Tensor, stride: IntOrTuple = 1,
                             padding: Padding = 0, output_padding: IntOrTuple = 0, groups: int = 1,
-                            dilation: IntOrTuple = 1, *, algorithm: str = "auto",
+                            dilation: IntOrTuple = 1, *, layout: str = "channels_first", algorithm: str = "auto",
                             queue: cl.CommandQueue | None = None, out: Tensor | None = None) -> Tensor:
     """Gradient of conv_transpose3d w.r.t. its weight."""
     return _execute(_conv_transpose_weight(3, input, weight_size, grad_output, stride, padding, output_padding, groups, dilation,
-                                           algorithm, queue, out))
+                                           layout, algorithm, queue, out))
 
 
 # -- bias gradient and convolution_backward ----------------------------------------------------------
 
 
-def _bias_gradient(grad_output: Tensor, batched_shape: tuple[int, ...], queue: cl.CommandQueue | None) -> Tensor:
-    """Sum of ``grad_output`` over batch and space, per channel."""
+def _bias_gradient(grad_output: Tensor, batched_shape: tuple[int, ...], queue: cl.CommandQueue | None,
+                   layout: str = CHANNELS_FIRST) -> Tensor:
+    """Sum of ``grad_output`` over batch and space, per channel (``batched_shape``: canonical)."""
     queue, as_array = pick_queue({"grad_output": grad_output}, queue)
     dtype = np.dtype(grad_output.dtype)
     check_device_dtype(dtype, queue)
@@ -437,7 +491,7 @@ def _bias_gradient(grad_output: Tensor, batched_shape: tuple[int, ...], queue: c
     # A 1x1 identity geometry whose *output* is grad_output: the bias kernel sums that output.
     g = ConvGeometry.make(ndim=len(spatial), batch=batch, groups=1, in_channels=1, out_channels=channels,
                           in_size=spatial, kernel=(1,) * len(spatial))
-    runner = planner.bias_gradient_runner(Problem(g, "backward_weight", dtype.name), queue)
+    runner = planner.bias_gradient_runner(Problem(g, "backward_weight", dtype.name, layout=layout), queue)
     operand, holder = to_operand(grad_output, queue)
     result = empty_array(queue, (channels,), dtype, result_allocator({"grad_output": grad_output}, queue))
     db, _ = to_operand(result, queue)
@@ -460,7 +514,7 @@ def convolution_backward(
     transposed: bool = False,
     output_padding: IntOrTuple = 0,
     output_mask: Sequence[bool] = (True, True, True),
-    algorithm: str = "auto",
+    layout: str = "channels_first", algorithm: str = "auto",
     queue: cl.CommandQueue | None = None,
 ) -> tuple[Tensor | None, Tensor | None, Tensor | None]:
     """All three gradients of a (transposed) convolution at once, like ``aten::convolution_backward``.
@@ -480,17 +534,18 @@ def convolution_backward(
     if ndim not in (1, 2, 3):
         raise ValueError(f"weight must be 3D, 4D or 5D (a 1D/2D/3D convolution), got shape {tuple(weight.shape)}")
     # Validate the whole call first (each helper re-validates its part; all before any work).
+    layout = check_layout(layout)
     if transposed:
-        resolved = resolve.resolve_conv_transpose(ndim, input.shape, weight.shape, None, stride, padding,
-                                              output_padding, groups, dilation)
+        resolved = _resolve(layout, resolve.resolve_conv_transpose, ndim, _first(input.shape, ndim, layout), weight.shape, None, stride,
+                                                  padding, output_padding, groups, dilation)
         expected = (resolved.geometry.batch, resolved.geometry.in_channels, *resolved.geometry.user_in_size)
     else:
         if output_padding not in (0, (0,) * ndim, [0] * ndim):
             raise ValueError(f"output_padding must be 0 for a non-transposed convolution, got {output_padding!r}")
-        resolved = resolve.resolve_conv(ndim, input.shape, weight.shape, None, stride, padding, dilation, groups)
+        resolved = _resolve(layout, resolve.resolve_conv, ndim, _first(input.shape, ndim, layout), weight.shape, None, stride, padding,
+                                        dilation, groups)
         expected = resolved.geometry.output_shape
-    if resolved.unbatched:
-        expected = expected[1:]
+    expected = _user_shape(tuple(expected), resolved.unbatched, layout)
     if tuple(grad_output.shape) != tuple(expected):
         raise ValueError(f"grad_output must have shape {tuple(expected)} for this convolution, got {tuple(grad_output.shape)}")
     data_family, weight_family = ("conv_transpose_input", "conv_transpose_weight") if transposed else \
@@ -504,21 +559,21 @@ def convolution_backward(
     if transposed:
         if output_mask[0]:
             grad_input = _execute(_conv_transpose_input(ndim, grad_output, weight, stride, padding, output_padding,
-                                                        groups, dilation, algorithm, queue, None))
+                                                        groups, dilation, layout, algorithm, queue, None))
         if output_mask[1]:
             grad_weight = _execute(_conv_transpose_weight(ndim, input, tuple(weight.shape), grad_output, stride,
-                                                          padding, output_padding, groups, dilation, algorithm, queue,
-                                                          None))
+                                                          padding, output_padding, groups, dilation, layout, algorithm,
+                                                          queue, None))
     else:
         if output_mask[0]:
             grad_input = _execute(_conv_input(ndim, tuple(input.shape), weight, grad_output, stride, padding,
-                                              dilation, groups, algorithm, queue, None))
+                                              dilation, groups, layout, algorithm, queue, None))
         if output_mask[1]:
             grad_weight = _execute(_conv_weight(ndim, input, tuple(weight.shape), grad_output, stride, padding,
-                                                dilation, groups, algorithm, queue, None))
+                                                dilation, groups, layout, algorithm, queue, None))
     if output_mask[2]:
-        shape = tuple(grad_output.shape)
-        grad_bias = _bias_gradient(grad_output, (1, *shape) if resolved.unbatched else shape, queue)
+        shape = _first(tuple(grad_output.shape), ndim, layout)
+        grad_bias = _bias_gradient(grad_output, (1, *shape) if resolved.unbatched else shape, queue, layout)
     return grad_input, grad_weight, grad_bias
 
 

@@ -21,6 +21,17 @@ from .passes import PASS_TABLE, Pass
 
 
 
+CHANNELS_FIRST, CHANNELS_LAST = "channels_first", "channels_last"
+LAYOUTS = (CHANNELS_FIRST, CHANNELS_LAST)
+
+
+def check_layout(layout: object) -> str:
+    """``layout`` if it names a layout of the activations; a ValueError naming the argument otherwise."""
+    if not isinstance(layout, str) or layout not in LAYOUTS:
+        raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
+    return layout
+
+
 @dataclass(frozen=True)
 class Problem:
     """One pass of one geometry in one storage dtype; ``bias`` adds a per-channel bias to the
@@ -31,19 +42,21 @@ class Problem:
     dtype: str  # one of STORAGE_DTYPES
     bias: bool = False
     epilogue: Epilogue = IDENTITY
+    layout: str = CHANNELS_FIRST  # how the activations (x, dx, y, dy, residual) are laid out; weights never change
     _hash: int = field(init=False, repr=False, compare=False)
 
     def __hash__(self) -> int:
         return self._hash  # hashed once: every cache key of a call holds it
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "_hash", hash((self.geometry, self.pass_, self.dtype, self.bias, self.epilogue)))
+        object.__setattr__(self, "_hash", hash((self.geometry, self.pass_, self.dtype, self.bias, self.epilogue, self.layout)))
         if self.pass_ not in PASS_TABLE:
             raise ValueError(f"pass_ must be one of {tuple(PASS_TABLE)}, got {self.pass_!r}")
         if self.dtype not in STORAGE_DTYPES:
             raise ValueError(f"dtype must be one of {STORAGE_DTYPES}, got {self.dtype!r}")
         if self.bias and not PASS_TABLE[self.pass_].takes_bias:
             raise ValueError(f"the {self.pass_} pass takes no bias")
+        check_layout(self.layout)
         if not self.epilogue.is_identity and not PASS_TABLE[self.pass_].takes_bias:
             raise ValueError(f"the {self.pass_} pass takes no epilogue")
 
@@ -73,7 +86,9 @@ class Problem:
     def key(self) -> str:
         """The problem's name in the tuning database."""
         key = f"{self.pass_}:{self.geometry.tag()}:{self.dtype}:{'bias' if self.bias else 'nobias'}"
-        return f"{key}:{self.epilogue.tag()}" if not self.epilogue.is_identity else key
+        if not self.epilogue.is_identity:
+            key += f":{self.epilogue.tag()}"
+        return key + ":nhwc" if self.layout == CHANNELS_LAST else key
 
 
 @dataclass(frozen=True)

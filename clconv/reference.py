@@ -11,6 +11,7 @@ import itertools
 
 import numpy as np
 
+from .dtypes import STORAGE
 from .geometry import ConvGeometry
 
 
@@ -110,6 +111,10 @@ def run_pass(pass_: str, g: ConvGeometry, a: np.ndarray, b: np.ndarray, bias: np
 def tolerance(reduction_length: int, dtype) -> float:
     """Tolerance, relative to the largest reference value, for a result whose elements are sums of
     ``reduction_length`` products of O(1) values: rounding grows about like sqrt(length), at the
-    storage dtype's epsilon (float64 gets the same shape at its own)."""
-    eps = np.finfo(dtype).eps
-    return float(8 * eps * max(1.0, np.sqrt(reduction_length)) * 4)
+    epsilon of the arithmetic type (float32, or float64 for float64 tensors); a storage narrower
+    than that (float16, bfloat16: summed in float32) adds its own epsilon, for the one rounding of
+    the result (at most half of it, relative to the element).  ``dtype``: a dtype or its name."""
+    storage = STORAGE[np.dtype(dtype).name if not isinstance(dtype, str) else dtype]
+    eps = 2.0 ** -52 if storage.real == "double" else 2.0 ** -23
+    summed = 8 * eps * max(1.0, np.sqrt(reduction_length)) * 4
+    return float(summed + (storage.eps if storage.itemsize < 4 else 0.0))

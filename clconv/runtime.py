@@ -67,6 +67,10 @@ class Launch:
                 continue  # a workspace starts at offset 0, the template's value
             operand = operands.get(item.role)
             if operand is None and item.fallback is not None:
+                fallback = spaces.get(item.fallback) if spaces else None
+                if fallback is not None:  # an unused pointer: any valid buffer does
+                    out[index] = fallback
+                    continue
                 operand = operands[item.fallback]
             if operand is None:
                 raise KeyError(f"{self.call.entry} needs operand {item.role!r}")

@@ -31,6 +31,7 @@ import numpy as np
 
 import clconv
 from clconv import reference
+from clconv.dtypes import numpy_dtype
 from clconv.geometry import ConvGeometry, resolve_conv, resolve_conv_transpose
 from clconv.passes import OPS, PASS_TABLE, PASSES
 from clconv.plan import Problem
@@ -227,7 +228,8 @@ class Case:
     def operands(self, family: str, rng: np.random.Generator, make: Callable | None = None) -> dict[str, np.ndarray]:
         """Host operands by role: standard normal in the case's dtype, or ``make(rng, shape)``."""
         if make is None:
-            return {role: rng.standard_normal(shape).astype(self.dtype) for role, shape in self.shapes(family).items()}
+            dtype = numpy_dtype(self.dtype)
+            return {role: rng.standard_normal(shape).astype(dtype) for role, shape in self.shapes(family).items()}
         return {role: make(rng, shape) for role, shape in self.shapes(family).items()}
 
     def reference(self, family: str, operands: dict[str, np.ndarray]) -> np.ndarray:
@@ -237,6 +239,17 @@ class Case:
         bias = np.asarray(operands["bias"], np.float64) if "bias" in self.roles(family) else None
         out = reference.run_pass(spec.name, self.geometry, a, b, bias)
         return out[0] if self.unbatched and spec.result_is_activation() else out
+
+    def channels_last(self, value: np.ndarray, role: str) -> np.ndarray:
+        """An activation (x, dx, y, dy, residual) of this case as a contiguous channels-last array
+        (the channel axis moved last); other roles as they are."""
+        if role not in ("x", "dx", "y", "dy", "residual"):
+            return value
+        return np.ascontiguousarray(np.moveaxis(value, -self.ndim - 1, -1))
+
+    def channels_first(self, value: np.ndarray) -> np.ndarray:
+        """A channels-last activation of this case back in channels-first order."""
+        return np.moveaxis(value, -1, -self.ndim - 1)
 
     def _batched(self, value: np.ndarray, role: str) -> np.ndarray:
         return value[None] if self.unbatched and role in ("x", "dy") else value
@@ -273,11 +286,13 @@ class Case:
             args = self.conv_args()
             input_size, weight_size = self.input_shape, self.weight_shape
         if family == "conv_input":
+            if options.get("layout") == "channels_last":
+                input_size = (*input_size[:-self.ndim - 1], *input_size[-self.ndim:], input_size[-self.ndim - 1])
             return fn(input_size, operands["w"], operands["dy"], **args, **options)
         if family in ("conv_weight", "conv_transpose_weight"):
             by_name = {name: operands[role] for name, role in op.roles.items()}
             return fn(by_name["input"], weight_size, by_name["grad_output"], **args, **options)
-        by_name = {name: operands.get(role) for name, role in op.roles.items()}
+        by_name = {name: operands.get(role) for name, role in op.roles.items() if name not in options}
         return fn(**by_name, **args, **options)
 
     def run(self, family: str, operands: dict, **options: Any):

@@ -71,9 +71,8 @@ def random(rng: np.random.Generator, shape, dtype=np.float32) -> np.ndarray:
 
 def poisoned(queue, shape, dtype=np.float32) -> cl_array.Array:
     """A device output pre-filled with NaN, so any element a kernel fails to write fails the check."""
-    out = cl_array.empty(queue, tuple(shape), dtype)
-    out.fill(np.nan)
-    return out
+    # from the host: pyopencl's fill() builds a kernel in the dtype (none for bfloat16)
+    return cl_array.to_device(queue, np.full(tuple(shape), np.nan, dtype))
 
 
 def assert_matches(got, ref: np.ndarray, reduction_length: int, dtype=np.float32) -> None:

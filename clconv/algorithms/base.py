@@ -14,7 +14,7 @@ import numpy as np
 import pyopencl as cl
 
 from ..epilogue import IDENTITY
-from ..plan import Arg, KernelCall, KernelSource, Plan, Problem
+from ..plan import CHANNELS_FIRST, Arg, KernelCall, KernelSource, Plan, Problem
 
 
 class Declined(ValueError):
@@ -27,6 +27,7 @@ class Algorithm:
 
     name: str = ""
     passes: tuple[str, ...] = ()
+    layouts: tuple[str, ...] = (CHANNELS_FIRST,)  # the activation layouts its kernels read and write
     description: str = ""
     deterministic: bool = True
 
@@ -34,6 +35,8 @@ class Algorithm:
         """None if this algorithm serves ``problem`` on ``device``, else why not."""
         if problem.pass_ not in self.passes:
             return f"it has no {problem.pass_} kernel (it serves {', '.join(self.passes)})"
+        if problem.layout not in self.layouts:
+            return f"its kernels read {', '.join(self.layouts)} activations only, not {problem.layout}"
         return None
 
     def configs(self, problem: Problem, device: cl.Device) -> list[dict]:
@@ -51,7 +54,8 @@ def source(template: str, problem: Problem, index: str | None = None, **params: 
     ``params``.  A program that writes no result passes ``writes_result=False``: its source then
     carries the identity epilogue and no bias, and is shared by every epilogue of the geometry."""
     writes_result = params.pop("writes_result", True)
-    base = dict(geom=problem.geometry, real=problem.real, data=problem.dtype, index=index or problem.index_type(),
+    base = dict(geom=problem.geometry, real=problem.real, data=problem.dtype, layout=problem.layout,
+                index=index or problem.index_type(),
                 epilogue=problem.epilogue if writes_result else IDENTITY, bias=problem.bias and writes_result)
     base.update(params)
     return KernelSource(template, base)

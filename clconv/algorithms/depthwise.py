@@ -10,7 +10,7 @@ cache, and a fixed-order second kernel adds the slices (kernels/depthwise.mako, 
 from __future__ import annotations
 
 from .. import limits, settings
-from ..plan import Arg, Plan
+from ..plan import LAYOUTS, Arg, Plan
 from .base import Algorithm, call, source
 from .reduce import splitk_sum
 
@@ -20,6 +20,7 @@ MAX_TAPS = 32  # taps summed in registers per work-item
 class DepthwiseWgrad(Algorithm):
     name = "depthwise"
     passes = ("backward_weight",)
+    layouts = LAYOUTS
     description = ("depthwise weight gradient (C_in/groups = 1): all taps' sums per work-item in "
                    "registers over a slice of batch x pixels, slices added in a fixed order")
 
@@ -55,7 +56,7 @@ class DepthwiseWgrad(Algorithm):
         wg, slices = config["wg"], config["slices"]
         elements = g.out_channels * g.kernel_volume
         index = problem.index_type(slices * elements)
-        src = source("depthwise.mako", problem, index, wg=wg, slices=slices)
+        src = source("depthwise.mako", problem, index, writes_result=False, wg=wg, slices=slices)
         partials = call(src, "clc_depthwise_wgrad", (slices * wg, g.out_channels), (wg, 1),
                         Arg("x"), Arg("dy"), Arg("partial", with_offset=False))
         return Plan(problem, self.name, config, (partials, splitk_sum(problem, index, slices, elements)),

@@ -12,6 +12,11 @@ the interior is not a multiple of ``vn``, one overlapping last vector, and only 
 columns as scalar code with checks.  The data gradient's vectors need a unit stride along the width
 (a stride-s gather would read a different tap set per lane); with a larger stride its columns all
 take the scalar path, still a row per work-item.
+
+Channels-last activations are read in place: a row's columns are then a pixel step (the channel
+count) apart, so the same column plan runs with every vector gathered lane by lane and its results
+stored lane by lane; the plan itself (which columns need bounds checks) does not depend on the
+layout.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from dataclasses import dataclass
 
 from .. import limits, settings
 from ..passes import PASSES
-from ..plan import Arg, Plan, rounded
+from ..plan import LAYOUTS, Arg, Plan, rounded
 from .base import Algorithm, call, pass_args, source
 from .reduce import splitk_sum
 
@@ -77,6 +82,7 @@ def column_plan(width: int, source_width: int, taps: int, stride: int, pad: int,
 class DepthwiseRows(Algorithm):
     name = "depthwise_rows"
     passes = PASSES
+    layouts = LAYOUTS
     description = ("depthwise layers (C_in/groups = 1): a row per work-item in vectors along the width, "
                    "bounds checks only at the padded edges (weight gradient: a channel per work-item)")
 
@@ -130,7 +136,9 @@ class DepthwiseRows(Algorithm):
         slices = config.get("slices", 1)
         partial_elements = slices * g.weight_elements if slices > 1 else 0
         index = problem.index_type(partial_elements)
-        src = source("depthwise_rows.mako", problem, index, bias=problem.bias, columns=columns, slices=slices)
+        # the weight gradient writes no result: its source is shared by every epilogue of the geometry
+        src = source("depthwise_rows.mako", problem, index, writes_result=problem.pass_ != "backward_weight",
+                     columns=columns, slices=slices)
         entry = f"clc_dw_rows_{problem.pass_}"
         if problem.pass_ != "backward_weight":  # a work-item per row of the result
             return Plan(problem, self.name, config,

@@ -5,13 +5,14 @@ from __future__ import annotations
 from .. import limits
 from ..limits import pow2_at_most
 from ..passes import PASSES
-from ..plan import Arg, Plan, rounded
+from ..plan import LAYOUTS, Arg, Plan, rounded
 from .base import Algorithm, call, pass_args, source
 
 
 class Direct(Algorithm):
     name = "direct"
     passes = PASSES
+    layouts = LAYOUTS
     description = ("one work-item per output element (forward, data gradient as a gather); one "
                    "work-group per weight element with a tree reduction (weight gradient)")
 

@@ -188,10 +188,12 @@ class Gemm:
     pack_bytes: int = 0
 
     def call(self, a: str, b: str, c: str, bias: str | None = None, chunk: int = 0) -> KernelCall:
-        """clc_gemm's arguments: A, B, C (each with its offset), the bias (C when absent), the chunk."""
+        """clc_gemm's arguments: A, B, C (each with its offset), the bias and the residual (C when
+        absent; both only where C is the pass's result), the chunk."""
         a = "apack" if self.pack else a
+        residual = "residual" if c in ("y", "dx") else c
         return call(self.source, "clc_gemm", self.global_size, self.local_size,
-                    Arg(a), Arg(b), Arg(c), Arg(bias or c, fallback=c), np.int32(chunk))
+                    Arg(a), Arg(b), Arg(c), Arg(bias or c, fallback=c), Arg(residual, fallback=c), np.int32(chunk))
 
     @property
     def workspaces(self) -> dict[str, int]:
@@ -313,13 +315,15 @@ def backward_data_shape(g: ConvGeometry, bias: bool) -> GemmShape:
 
 def weight_shape(g: ConvGeometry, b_view: str, ksplit: int = 0, chunk_batch: int | None = None,
                  accumulate: bool = False) -> GemmShape:
-    """dw[g*CO + m][n] = sum_(b, po) dy[b][g*CO+m][po] * B[(b, po)][n]."""
+    """dw[g*CO + m][n] = sum_(b, po) dy[b][g*CO+m][po] * B[(b, po)][n].  A split contraction
+    (``ksplit``) writes its pieces' partials into a clc_real workspace, not dw."""
     N = g.cin_per_group * (1 if b_view == "b_input_pointwise_t" else g.kernel_volume)
     K = (chunk_batch or g.batch) * g.out_pixels
     return GemmShape(
         M=g.cout_per_group, N=N, K=K,
         a_view="a_grad_output_rows", b_view=b_view, c_view="c_matrix", a_kfast=True, b_nfast=False,
-        a={}, b={"K": K, "N": N}, c={"M": g.cout_per_group, "N": N, "accumulate": accumulate},
+        a={}, b={"K": K, "N": N}, c={"M": g.cout_per_group, "N": N, "accumulate": accumulate,
+                                           "stored": not ksplit},
         ksplit=ksplit,
     )
 

@@ -11,7 +11,8 @@ import numpy as np
 from .. import limits, settings
 from ..passes import PASSES
 from ..plan import Arg, Plan, Problem, rounded
-from .base import Algorithm, call, source
+from .base import Algorithm, call, epilogue_args, source
+from .reduce import splitk_sum
 from .gemm import GemmShape, forward_shape, gemm, gemm_tiles, is_cpu_config, largest_chunk, tile_config, weight_shape
 
 
@@ -45,18 +46,30 @@ class Im2col(Algorithm):
                       f"exceeds the workspace limit ({settings.workspace_limit(device)} bytes, CLCONV_WORKSPACE_LIMIT)")
         return reason
 
+    @staticmethod
+    def _sums_in_workspace(problem: Problem, nb: int) -> bool:
+        """Whether the weight gradient's chunks add up in a clc_real workspace (``partial``), rounded
+        to the storage once at the end: storage narrower than the sums (float16, bfloat16) would
+        otherwise round every chunk's running total."""
+        return problem.storage_itemsize < problem.itemsize and nb < problem.geometry.batch
+
     def _shape(self, problem, nb):
         g = problem.geometry
         if problem.pass_ == "forward":
             return forward_shape(g, "b_columns", problem.bias, chunk_batch=nb)
         if problem.pass_ == "backward_weight":
-            return weight_shape(g, "b_columns_t", chunk_batch=nb, accumulate=True)
+            # one chunk for the whole batch has nothing to add onto: a plain store, which C stored
+            # as float16/bfloat16 (the call's dw, not a clc_real workspace) needs
+            shape = weight_shape(g, "b_columns_t", chunk_batch=nb, accumulate=nb < g.batch)
+            if self._sums_in_workspace(problem, nb):
+                shape = replace(shape, c={**shape.c, "stored": False})
+            return shape
         # data gradient: columns[g][(ci, tap)][(b, po)] = W^T x dy, then col2im gathers them
         rows = g.cin_per_group * g.kernel_volume
         N = nb * g.out_pixels
         return GemmShape(M=rows, N=N, K=g.cout_per_group, a_view="a_weight_t", b_view="b_grad_output_cols",
                          c_view="c_matrix", a_kfast=False, b_nfast=True, a={}, b={},
-                         c={"M": rows, "N": N, "accumulate": False})
+                         c={"M": rows, "N": N, "accumulate": False, "stored": False})
 
     def configs(self, problem, device):
         shape = self._shape(problem, self.chunk_batch(problem, device) or 1)
@@ -85,8 +98,13 @@ class Im2col(Algorithm):
         else:  # im2col into columns, then the GEMM
             unfold = self._unfold(problem, index, nb, cpu, transposed)
             a, c, bias = ("w", "y", "bias") if problem.pass_ == "forward" else ("dy", "dw", None)
+            in_workspace = problem.pass_ == "backward_weight" and self._sums_in_workspace(problem, nb)
             for chunk in chunks:
-                calls += [unfold(chunk), core.call(a, "col", c, bias, chunk)]
+                calls += [unfold(chunk), core.call(a, "col", "partial" if in_workspace else c, bias, chunk)]
+            if in_workspace:  # the running sums rounded to the storage once
+                calls.append(splitk_sum(problem, index, 1, g.weight_elements))
+                return Plan(problem, self.name, config, tuple(calls),
+                            {"col": col_bytes, "partial": g.weight_elements * problem.itemsize, **core.workspaces})
         return Plan(problem, self.name, config, tuple(calls), {"col": col_bytes, **core.workspaces})
 
     @staticmethod
@@ -96,10 +114,10 @@ class Im2col(Algorithm):
         rows = g.groups * g.cin_per_group * g.kernel_volume
         size: tuple[int, ...]
         if not cpu:
-            src = source("im2col.mako", problem, index, chunk_batch=nb, bias=False)
+            src = source("im2col.mako", problem, index, writes_result=False, chunk_batch=nb)
             entry, size = "clc_im2col", (rounded(nb * g.out_pixels, 64), rows)
         else:  # with the CPU GEMM: one work-item per output row (or pixel)
-            src = source("im2col_rows.mako", problem, index, chunk_batch=nb, bias=False)
+            src = source("im2col_rows.mako", problem, index, writes_result=False, chunk_batch=nb)
             lines = g.out_size[0] * g.out_size[1]
             if not transposed:
                 entry, size = "clc_im2col_rows", (lines, nb, rows)
@@ -118,10 +136,10 @@ class Im2col(Algorithm):
         g = problem.geometry
         size: tuple[int, ...]
         if cpu:  # one work-item per dx row: 4-5x the per-element gather on PoCL
-            src = source("im2col_rows.mako", problem, index, chunk_batch=nb, bias=problem.bias)
+            src = source("im2col_rows.mako", problem, index, chunk_batch=nb)
             entry, size = "clc_col2im_rows", (g.in_size[0] * g.in_size[1], nb, g.in_channels)
         else:
-            src = source("im2col.mako", problem, index, chunk_batch=nb, bias=problem.bias)
+            src = source("im2col.mako", problem, index, chunk_batch=nb)
             entry, size = "clc_col2im", (rounded(g.in_pixels, 64), nb * g.in_channels)
-        return lambda chunk: call(src, entry, size, None, Arg("col", with_offset=False), Arg("bias", fallback="dx"),
+        return lambda chunk: call(src, entry, size, None, Arg("col", with_offset=False), *epilogue_args(problem, "dx"),
                                   Arg("dx"), np.int32(chunk))

@@ -14,7 +14,7 @@ from .base import call, source
 def splitk_sum(problem: Problem, index: str, splits: int, elements: int, result: str | None = None) -> KernelCall:
     """result[e] = sum over s of partial[s][e], s in order (deterministic): the second kernel of
     every plan that cuts a contraction into ``splits`` pieces (workspace ``partial``)."""
-    src = source("reduce.mako", problem, index, splits=splits, elements=elements)
+    src = source("reduce.mako", problem, index, writes_result=False, splits=splits, elements=elements)
     return call(src, "clc_splitk_sum", (rounded(elements, 64),), None,
                 Arg("partial", with_offset=False), Arg(result or problem.spec.result))
 
@@ -24,6 +24,6 @@ def bias_gradient_plan(problem: Problem, device: cl.Device) -> Plan:
     is (ops passes a 1x1 identity geometry), one work-group per channel with a tree reduction."""
     wg = pow2_at_most(min(limits.of(device).work_group, 256))
     g = problem.geometry
-    src = source("reduce.mako", problem, wg=wg)
+    src = source("reduce.mako", problem, writes_result=False, wg=wg)
     return Plan(problem, "bias_grad", {"wg": wg},
                 (call(src, "clc_bias_grad", (wg, g.out_channels), (wg, 1), Arg("dy"), Arg("db")),))

@@ -4,8 +4,11 @@ Each 2x2 output tile is ``A^T [(G g G^T) . (B^T d B)] A`` for its 4x4 input patc
 and output channel pair, 16 multiplies per tile where a direct convolution does 36 (2.25x fewer).
 The elementwise products summed over input channels are 16 independent GEMMs per group, so the
 plan is: transform the weight (U), transform the input (V), run the 16 GEMMs (M = U V), transform
-M back into the output with the bias.  The data gradient of a stride-1 3x3 layer is the same
-convolution of ``dy`` with the weight flipped and its channel axes swapped, padded by ``2 - pad``.
+M back into the output through the epilogue (bias, alpha, residual, activation).  The data gradient
+of a stride-1 3x3 layer is the same convolution of ``dy`` with the weight flipped and its channel
+axes swapped, padded by ``2 - pad``.  The workspaces hold clc_real whatever the storage dtype: only
+the weight and input transforms read the call's tensors, and only the output transform writes one,
+so those two alone index the activations by their layout (channels_first or channels_last).
 
 Error: the transforms add and halve values, so an fp32 result carries about 2-4x the rounding error
 of a direct sum of the same length (measured against the float64 reference in the tests, within
@@ -16,13 +19,14 @@ the input and the output in size; the algorithm declines when they pass the work
 from __future__ import annotations
 
 from .. import limits, settings
-from ..plan import Arg, Plan, Problem, rounded
-from .base import Algorithm, call, source
+from ..plan import LAYOUTS, Arg, Plan, Problem, rounded
+from .base import Algorithm, call, epilogue_args, source
 
 
 class Winograd(Algorithm):
     name = "winograd"
     passes = ("forward", "backward_data")
+    layouts = LAYOUTS  # the transforms read src and write dst with either layout's steps
     description = ("3x3 stride-1 layers by Winograd F(2x2, 3x3): weight and input transforms, 16 batched "
                    "GEMMs, output transform (2.25x fewer multiplies than a direct sum)")
 
@@ -77,7 +81,9 @@ class Winograd(Algorithm):
         conv = self._conv(problem)
         spaces = self._workspaces(problem, conv)
         index = problem.index_type(max(spaces.values()) // problem.itemsize)
-        src = source("winograd.mako", problem, index, bias=problem.bias, LS=config["LS"], **conv)
+        # one program for all four kernels: a first call builds once (an epilogue of its own is
+        # another build of all four; splitting the output transform off would cost two builds each time)
+        src = source("winograd.mako", problem, index, LS=config["LS"], **conv)
         tiles, side = conv["N"] * conv["TH"] * conv["TW"], config["LS"] * 4
         spec = problem.spec
         source_role, result_role = spec.inputs[0], spec.result  # x -> y, or dy -> dx
@@ -90,6 +96,6 @@ class Winograd(Algorithm):
                  (config["LS"], config["LS"], 1), Arg("u", with_offset=False), Arg("v", with_offset=False),
                  Arg("m", with_offset=False)),
             call(src, "clc_wino_output", (rounded(tiles, 64), g.groups * conv["COUT"]), None,
-                 Arg("m", with_offset=False), Arg("bias", fallback=result_role), Arg(result_role)),
+                 Arg("m", with_offset=False), *epilogue_args(problem, result_role), Arg(result_role)),
         )
         return Plan(problem, self.name, config, calls, spaces)

@@ -19,12 +19,12 @@ ${prelude.entry_points(self, entries)}\
     chunk = -(-total // slices)
 %>
 __kernel __attribute__((reqd_work_group_size(${wg}, 1, 1)))
-void clc_depthwise_wgrad(__global const clc_real* restrict x_base, const long x_off,
-                         __global const clc_real* restrict dy_base, const long dy_off,
+void clc_depthwise_wgrad(__global const clc_data* restrict x_base, const long x_off,
+                         __global const clc_data* restrict dy_base, const long dy_off,
                          __global clc_real* restrict partial)
 {
-    __global const clc_real* restrict x = x_base + x_off;
-    __global const clc_real* restrict dy = dy_base + dy_off;
+    __global const clc_data* restrict x = x_base + x_off;
+    __global const clc_data* restrict dy = dy_base + dy_off;
     const int lid = get_local_id(0);
     const clc_idx co = get_group_id(1);
     const clc_idx slice = get_group_id(0);
@@ -39,15 +39,15 @@ void clc_depthwise_wgrad(__global const clc_real* restrict x_base, const long x_
     for (clc_idx p = begin + lid; p < end; p += ${wg}) {
         const clc_idx b = p / CLC_OP, po = p % CLC_OP;
         CLC_SPLIT_OUT(po, od, oh, ow);
-        const clc_real d = dy[(b * CLC_COUT + co) * CLC_OP + po];
-        __global const clc_real* restrict xc = x + (b * CLC_CIN + g) * CLC_IP;
+        const clc_real d = clc_ld(dy, CLC_Y_AT(b, co, po));
+        __global const clc_data* restrict xc = x + CLC_X_AT(b, g, 0);
         #pragma unroll
         for (int t = 0; t < ${KV}; ++t) {
             CLC_SPLIT_TAP(t, kd, kh, kw);
             const int id = od * CLC_SD - CLC_PD + kd * CLC_DD;
             const int ih = oh * CLC_SH - CLC_PH + kh * CLC_DH;
             const int iw = ow * CLC_SW - CLC_PW + kw * CLC_DW;
-            if (CLC_INSIDE(id, ih, iw)) acc[t] = fma(d, xc[CLC_IN_OFFSET(id, ih, iw)], acc[t]);
+            if (CLC_INSIDE(id, ih, iw)) acc[t] = fma(d, clc_ld(xc, CLC_IN_OFFSET(id, ih, iw) * CLC_XP), acc[t]);
         }
     }
 

@@ -28,7 +28,7 @@ __kernel void clc_direct_forward(__global const clc_data* x_base, const long x_o
     const int channel = (int)(nc % CLC_COUT);
     const int g = channel / CLC_CO;
     CLC_SPLIT_OUT(p, od, oh, ow);
-    __global const clc_data* restrict x = x_base + x_off + (b * CLC_CIN + g * CLC_CI) * CLC_IP;
+    __global const clc_data* restrict x = x_base + x_off + CLC_X_AT(b, g * CLC_CI, 0);
     __global const clc_data* restrict w = w_base + w_off + (clc_idx)channel * CLC_CI * CLC_KV;
 
     clc_real acc = (clc_real)0;
@@ -43,18 +43,18 @@ __kernel void clc_direct_forward(__global const clc_data* x_base, const long x_o
                 for (int kw = 0; kw < CLC_KW; ++kw) {
                     const int iw = ow * CLC_SW - CLC_PW + kw * CLC_DW;
                     if ((uint)iw >= (uint)CLC_IW) continue;
-                    acc = fma(clc_ld(x, ci * CLC_IP + CLC_IN_OFFSET(id, ih, iw)),
+                    acc = fma(clc_ld(x, ci * CLC_XC + CLC_IN_OFFSET(id, ih, iw) * CLC_XP),
                               clc_ld(w, (ci * CLC_KD + kd) * (CLC_KH * CLC_KW) + kh * CLC_KW + kw), acc);
                 }
             }
         }
     }
-    clc_store_result(y_base + y_off, nc * CLC_OP + p, acc, bias_base + bias_off, channel, residual_base + residual_off);
+    clc_store_result(y_base + y_off, CLC_Y_AT(b, channel, p), acc, bias_base + bias_off, channel, residual_base + residual_off);
 }
 </%def>\
 ##
 <%def name="clc_direct_backward_data()">
-/* global: (IP rounded up, N * CIN). dx[b][c][pi] = sum over (co, tap) whose output pixel reads pi.
+/* global: (IP rounded up, N * CIN). dx(b, c, pi) = sum over (co, tap) whose output pixel reads pi.
    `bias` here is the transposed convolution's bias (its output is this input gradient). */
 __kernel void clc_direct_backward_data(__global const clc_data* dy_base, const long dy_off,
                                        __global const clc_data* w_base, const long w_off,
@@ -69,7 +69,7 @@ __kernel void clc_direct_backward_data(__global const clc_data* dy_base, const l
     const int channel = (int)(nc % CLC_CIN);
     const int g = channel / CLC_CI, ci = channel % CLC_CI;
     CLC_SPLIT_IN(p, id, ih, iw);
-    __global const clc_data* restrict dy = dy_base + dy_off + (b * CLC_COUT + g * CLC_CO) * CLC_OP;
+    __global const clc_data* restrict dy = dy_base + dy_off + CLC_Y_AT(b, g * CLC_CO, 0);
     __global const clc_data* restrict w = w_base + w_off + ((clc_idx)g * CLC_CO * CLC_CI + ci) * CLC_KV;
 
     clc_real acc = (clc_real)0;
@@ -85,11 +85,11 @@ __kernel void clc_direct_backward_data(__global const clc_data* dy_base, const l
                 const clc_idx po = CLC_OUT_OFFSET(od, oh, ow);
                 const int tap = (kd * CLC_KH + kh) * CLC_KW + kw;
                 for (int co = 0; co < CLC_CO; ++co)
-                    acc = fma(clc_ld(dy, co * CLC_OP + po), clc_ld(w, (clc_idx)co * CLC_CI * CLC_KV + tap), acc);
+                    acc = fma(clc_ld(dy, co * CLC_YC + po * CLC_YP), clc_ld(w, (clc_idx)co * CLC_CI * CLC_KV + tap), acc);
             }
         }
     }
-    clc_store_result(dx_base + dx_off, nc * CLC_IP + p, acc, bias_base + bias_off, channel, residual_base + residual_off);
+    clc_store_result(dx_base + dx_off, CLC_X_AT(b, channel, p), acc, bias_base + bias_off, channel, residual_base + residual_off);
 }
 </%def>\
 ##
@@ -119,8 +119,8 @@ void clc_direct_backward_weight(__global const clc_data* x_base, const long x_of
         const int ih = oh * CLC_SH - CLC_PH + kh * CLC_DH;
         const int iw = ow * CLC_SW - CLC_PW + kw * CLC_DW;
         if (!CLC_INSIDE(id, ih, iw)) continue;
-        acc = fma(clc_ld(x, (b * CLC_CIN + g * CLC_CI + ci) * CLC_IP + CLC_IN_OFFSET(id, ih, iw)),
-                  clc_ld(dy, (b * CLC_COUT + channel) * CLC_OP + po), acc);
+        acc = fma(clc_ld(x, CLC_X_AT(b, g * CLC_CI + ci, CLC_IN_OFFSET(id, ih, iw))),
+                  clc_ld(dy, CLC_Y_AT(b, channel, po)), acc);
     }
     __local clc_real partial[${wg}];
     partial[lid] = acc;

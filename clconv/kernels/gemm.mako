@@ -12,7 +12,7 @@
 ## matrix.  The operand views decide what A, B and C are (operands.mako).
 ##
 ## Entry point: clc_gemm.
-## Parameters (all baked in): geom, real, index, entries, M, N, K, TM, TN, TK, WM, WN, VW (vector
+## Parameters (all baked in): geom, real, data, index, entries, epilogue, bias, M, N, K, TM, TN, TK, WM, WN, VW (vector
 ## width of the register blocks: 1, 2 or 4, dividing WM and WN), PIPE (1: the next step's global
 ## loads are issued before the current step's arithmetic, as GPUs want; 0: load, then compute, which
 ## suits PoCL, where registers live across a barrier are spilled per work-item), KSPLIT (contraction
@@ -99,16 +99,18 @@ ${prelude.entry_points(self, entries)}\
 </%def>
 
 __kernel __attribute__((reqd_work_group_size(${RTN}, ${RTM}, 1)))
-void clc_gemm(__global const clc_real* restrict a_base, const long a_off,
-              __global const clc_real* restrict b_base, const long b_off,
-              __global clc_real* restrict c_base, const long c_off,
-              __global const clc_real* restrict bias_base, const long bias_off,
+void clc_gemm(__global const clc_a_t* restrict a_base, const long a_off,
+              __global const clc_b_t* restrict b_base, const long b_off,
+              __global clc_c_t* restrict c_base, const long c_off,
+              __global const clc_data* restrict bias_base, const long bias_off,
+              __global const clc_data* restrict residual_base, const long residual_off,
               const int chunk)
 {
-    __global const clc_real* restrict a = a_base + a_off;
-    __global const clc_real* restrict b = b_base + b_off;
-    __global clc_real* restrict c = c_base + c_off;
-    __global const clc_real* restrict bias = bias_base + bias_off;
+    __global const clc_a_t* restrict a = a_base + a_off;
+    __global const clc_b_t* restrict b = b_base + b_off;
+    __global clc_c_t* restrict c = c_base + c_off;
+    __global const clc_data* restrict bias = bias_base + bias_off;
+    __global const clc_data* restrict residual = residual_base + residual_off;
 
     const int tx = get_local_id(0), ty = get_local_id(1);
     const int lid = ty * ${RTN} + tx;
@@ -223,7 +225,7 @@ ${fetch("(k0 + " + str(TK) + ")")}
 % if CHECK_N:
             if (n < CLC_NN)
 % endif
-            clc_store_c(c, bias, g, split, m, n, acc[i][j], chunk);
+            clc_store_c(c, bias, residual, g, split, m, n, acc[i][j], chunk);
         }
     }
 }

@@ -13,11 +13,16 @@
 ## Entry points:
 ##   clc_gemm    the GEMM (reading A packed when A_PACKED)
 ##   clc_pack_a  A's packed copy, asked for (and launched first) only when A_PACKED
-## Parameters (all baked in): geom, real, index, entries, M, N, K, a_view/b_view/c_view and their
-## dicts a/b/c (operands.mako), WM (rows per work-item); for clc_gemm also KSPLIT (contraction
+## Parameters (all baked in): geom, real, data, index, entries, epilogue, bias (the prelude's: C is
+## the pass's result under c_nchw), M, N, K, a_view/b_view/c_view and their dicts a/b/c
+## (operands.mako), WM (rows per work-item); for clc_gemm also KSPLIT (contraction
 ## length of one split piece; K when unsplit), VN (columns per work-item: 4, 8 or 16), LM
 ## (work-items per work-group, along M), b_row (Python's decision that this view/geometry has a row
 ## form), RUN (columns of N that are contiguous in B: N, or one image's pixels), A_PACKED.
+##
+## Types: A, B and C are clc_a_t/clc_b_t/clc_c_t (the views': clc_data for the call's tensors, read
+## with clc_ld and the prelude's vload, clc_real for workspaces, read in place).  The packed copy of
+## A is a workspace: clc_real, whatever the weight's storage.
 ##
 ## A_PACKED (weights as A): clc_pack_a first copies A into Ap[g][m block][k][WM], so that the WM
 ## values one k step broadcasts are one cache line and consecutive k steps are consecutive lines.
@@ -41,11 +46,11 @@ ${prelude.entry_points(self, entries)}\
 <%def name="clc_pack_a()">
 /* global: (K, MB, G).  Ap[g][mb][k][i] = A(mb * WM + i, k); rows past M repeat row M-1 (their
    sums are never stored), so the GEMM reads whole blocks without tests. */
-__kernel void clc_pack_a(__global const clc_real* restrict a_base, const long a_off,
+__kernel void clc_pack_a(__global const clc_a_t* restrict a_base, const long a_off,
                          __global clc_real* restrict packed_base, const long packed_off)
 {
     const clc_idx k = get_global_id(0), mb = get_global_id(1), g = get_global_id(2);
-    __global const clc_real* restrict a = a_base + a_off;
+    __global const clc_a_t* restrict a = a_base + a_off;
     __global clc_real* restrict dst = packed_base + packed_off + ((g * CLC_MB + mb) * CLC_K + k) * ${WM};
 % for i in range(WM):
     dst[${i}] = clc_load_a(a, g, min(mb * ${WM} + ${i}, CLC_M - 1), k, 0);
@@ -69,6 +74,16 @@ __kernel void clc_pack_a(__global const clc_real* restrict a_base, const long a_
         "b_grad_output_gather": ("b + ((chunk + {n} / CLC_IP) * CLC_COUT + g * CLC_CO + k_begin) * CLC_OP + {n} % CLC_IP",
                                  "CLC_OP"),
     }.get(b_view) if b_row else None
+    # a row of B as a vector: the column buffer is a clc_real workspace, the other views the call's tensors
+    def b_load(ptr):
+        return f"vload{VN}(0, {ptr})" if b_view == "b_columns" else capture(prelude.vload, VN, ptr)
+    a_t = "clc_real" if A_PACKED else "clc_a_t"  # the packed copy is read in A's place
+    # a row of C (c_matrix): the call's dw through the prelude, a workspace in place
+    stored = c_view == "c_matrix" and c["stored"]
+    def c_load(ptr):
+        return capture(prelude.vload, VN, ptr) if stored else f"vload{VN}(0, {ptr})"
+    def c_store(value, ptr):
+        return capture(prelude.vstore, VN, value, ptr) if stored else f"vstore{VN}({value}, 0, {ptr});"
 %>
 <%def name="packed_walk()">\
 % if A_PACKED:
@@ -82,7 +97,7 @@ __global const clc_real* apk = ap + k_begin * ${WM};  /* a pointer walk: measure
 % if A_PACKED:
             acc${i} = fma((${vec})(apk[${i}]), bv, acc${i});
 % elif a_rows:
-            acc${i} = fma((${vec})(ap[${i} * CLC_OP]), bv, acc${i});
+            acc${i} = fma((${vec})(clc_ld(ap, ${i} * CLC_OP)), bv, acc${i});
 % else:
             acc${i} = fma((${vec})(clc_load_a(a, g, row${i}, k, chunk)), bv, acc${i});
 % endif
@@ -90,16 +105,18 @@ __global const clc_real* apk = ap + k_begin * ${WM};  /* a pointer walk: measure
 </%def>
 
 __kernel __attribute__((reqd_work_group_size(${LM}, 1, 1)))
-void clc_gemm(__global const clc_real* restrict a_base, const long a_off,
-              __global const clc_real* restrict b_base, const long b_off,
-              __global clc_real* restrict c_base, const long c_off,
-              __global const clc_real* restrict bias_base, const long bias_off,
+void clc_gemm(__global const ${a_t}* restrict a_base, const long a_off,
+              __global const clc_b_t* restrict b_base, const long b_off,
+              __global clc_c_t* restrict c_base, const long c_off,
+              __global const clc_data* restrict bias_base, const long bias_off,
+              __global const clc_data* restrict residual_base, const long residual_off,
               const int chunk)
 {
-    __global const clc_real* restrict a = a_base + a_off;
-    __global const clc_real* restrict b = b_base + b_off;
-    __global clc_real* restrict c = c_base + c_off;
-    __global const clc_real* restrict bias = bias_base + bias_off;
+    __global const ${a_t}* restrict a = a_base + a_off;
+    __global const clc_b_t* restrict b = b_base + b_off;
+    __global clc_c_t* restrict c = c_base + c_off;
+    __global const clc_data* restrict bias = bias_base + bias_off;
+    __global const clc_data* restrict residual = residual_base + residual_off;
 
     /* M varies fastest: the work-items of a work-group, and the work-groups that follow, share one
        K x VN panel of B (kept in cache) and sweep the rows of A (small: weights or a gradient). */
@@ -136,21 +153,21 @@ void clc_gemm(__global const clc_real* restrict a_base, const long a_off,
 
 % if B_ROW:
     if (nv % ${RUN} + ${VN} <= ${RUN} && nv + ${VN} <= CLC_NN) {
-        __global const clc_real* bp = ${B_ROW[0].format(n="nv")};
+        __global const clc_b_t* bp = ${B_ROW[0].format(n="nv")};
 % if a_view == "a_grad_output_rows" and not CHECK_M and not A_PACKED:
         /* A = dy rows: contiguous within one image, so walk it with a pointer, image by image
            (decoding k = (b, po) per step would cost a division and WM address computations) */
         for (clc_idx k = k_begin; k < k_end;) {
             const clc_idx k_stop = min(k_end, (k / CLC_OP + 1) * CLC_OP);
-            __global const clc_real* ap = a + ((chunk + k / CLC_OP) * CLC_COUT + g * CLC_CO + m0) * CLC_OP + k % CLC_OP;
+            __global const clc_a_t* ap = a + ((chunk + k / CLC_OP) * CLC_COUT + g * CLC_CO + m0) * CLC_OP + k % CLC_OP;
             for (; k < k_stop; ++k, ++ap, bp += ${B_ROW[1]}) {
-                const ${vec} bv = vload${VN}(0, bp);
+                const ${vec} bv = ${b_load("bp")};
 ${fmas(True)}
             }
         }
 % else:
         ${packed_walk()}for (clc_idx k = k_begin; k < k_end; ++k, bp += ${B_ROW[1]}${packed_step()}) {
-            const ${vec} bv = vload${VN}(0, bp);
+            const ${vec} bv = ${b_load("bp")};
 ${fmas()}
         }
 % endif
@@ -161,10 +178,10 @@ ${fmas()}
            in the previous one. */
         const int split = ${RUN} - (int)(nv % ${RUN});
         const ${ivec} first = (${ivec})(${", ".join(str(v) for v in range(VN))}) < (${ivec})split;
-        __global const clc_real* bp = ${B_ROW[0].format(n="nv")};
-        __global const clc_real* bq = ${B_ROW[0].format(n="(nv + split)")} - split;
+        __global const clc_b_t* bp = ${B_ROW[0].format(n="nv")};
+        __global const clc_b_t* bq = ${B_ROW[0].format(n="(nv + split)")} - split;
         ${packed_walk()}for (clc_idx k = k_begin; k < k_end; ++k, bp += ${B_ROW[1]}, bq += ${B_ROW[1]}${packed_step()}) {
-            const ${vec} bv = select(vload${VN}(0, bq), vload${VN}(0, bp), first);
+            const ${vec} bv = select(${b_load("bq")}, ${b_load("bp")}, first);
 ${fmas()}
         }
 % endif
@@ -192,26 +209,25 @@ ${fmas()}
             const clc_idx pixel = n0 % ${c["pixels"]};
             if (nv == n0 && pixel + ${VN} <= ${c["pixels"]}) {
                 const clc_idx bi = chunk + n0 / ${c["pixels"]}, channel = g * ${c["M"]} + m;
-% if c["bias"]:
-                acc${i} += (${vec})(bias[channel]);
-% endif
-                vstore${VN}(acc${i}, 0, c + (bi * ${c["channels"]} + channel) * ${c["pixels"]} + pixel);
+                const clc_idx at = (bi * ${c["channels"]} + channel) * ${c["pixels"]} + pixel;
+                ${prelude.store_result_vec(VN, "c + at", f"acc{i}", "bias", "channel", "residual + at")}
             } else
 % elif c_view == "c_matrix":
             if (nv == n0 && n0 + ${VN} <= CLC_NN) {
-                __global clc_real* row = c + ((split * CLC_G + g) * ${c["M"]} + m) * ${c["N"]} + n0;
+                __global clc_c_t* row = c + ((split * CLC_G + g) * ${c["M"]} + m) * ${c["N"]} + n0;
 % if c["accumulate"]:
-                /* later batch chunks add onto the earlier ones, in launch order: deterministic */
-                vstore${VN}((chunk == 0 ? (${vec})0 : vload${VN}(0, row)) + acc${i}, 0, row);
+                /* later batch chunks add onto the earlier ones, in launch order: deterministic (in a
+                   clc_real workspace where the storage is narrower: rounded once, at the end) */
+                ${c_store(f"(chunk == 0 ? ({vec})0 : {c_load('row')}) + acc{i}", "row")}
 % else:
-                vstore${VN}(acc${i}, 0, row);
+                ${c_store(f"acc{i}", "row")}
 % endif
             } else
 % endif
             {
 % for v in range(VN):
                 if (nv + ${v} >= n0 && nv + ${v} < CLC_NN)
-                    clc_store_c(c, bias, g, split, m, nv + ${v}, acc${i}.s${comps[v]}, chunk);
+                    clc_store_c(c, bias, residual, g, split, m, nv + ${v}, acc${i}.s${comps[v]}, chunk);
 % endfor
             }
         }

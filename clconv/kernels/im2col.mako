@@ -3,8 +3,8 @@
 ##   clc_im2col  col[g][(ci, tap)][(b, po)] = padded input under tap of output pixel po
 ##   clc_col2im  dx[b][g*CI + ci][pi] = sum over taps of col[g][(ci, tap)][(b, po)] where po reads pi
 ##               (a gather: each dx element is written by exactly one work-item, no atomics)
-## Parameters: geom, real, index, entries, chunk_batch (images per launch); bias (clc_col2im only:
-## the transposed convolution's bias).
+## Parameters: geom, real, data, index, entries, epilogue, bias (the prelude's: clc_col2im writes the
+## transposed convolution's result), chunk_batch (images per launch).
 <%namespace name="prelude" file="prelude.mako"/>
 ${prelude.header(geom, real, index, data, epilogue, bias)}
 #define CLC_NB ${chunk_batch}
@@ -14,7 +14,7 @@ ${prelude.entry_points(self, entries)}\
 ##
 <%def name="clc_im2col()">
 /* global: (NB*OP rounded up, G*CI*KV); `chunk` is the first image of this launch. */
-__kernel void clc_im2col(__global const clc_real* restrict x_base, const long x_off,
+__kernel void clc_im2col(__global const clc_data* restrict x_base, const long x_off,
                          __global clc_real* restrict col, const int chunk)
 {
     const clc_idx n = get_global_id(0);
@@ -31,7 +31,7 @@ __kernel void clc_im2col(__global const clc_real* restrict x_base, const long x_
     const int iw = ow * CLC_SW - CLC_PW + kw * CLC_DW;
     clc_real value = (clc_real)0;
     if (CLC_INSIDE(id, ih, iw))
-        value = x_base[x_off + (b * CLC_CIN + g * CLC_CI + ci) * CLC_IP + CLC_IN_OFFSET(id, ih, iw)];
+        value = clc_ld(x_base + x_off, CLC_X_AT(b, g * CLC_CI + ci, CLC_IN_OFFSET(id, ih, iw)));
     col[row * CLC_COLS + n] = value;
 }
 </%def>\
@@ -39,8 +39,9 @@ __kernel void clc_im2col(__global const clc_real* restrict x_base, const long x_
 <%def name="clc_col2im()">
 /* global: (IP rounded up, NB*CIN). */
 __kernel void clc_col2im(__global const clc_real* restrict col,
-                         __global const clc_real* restrict bias_base, const long bias_off,
-                         __global clc_real* restrict dx_base, const long dx_off, const int chunk)
+                         __global const clc_data* restrict bias_base, const long bias_off,
+                         __global const clc_data* restrict residual_base, const long residual_off,
+                         __global clc_data* restrict dx_base, const long dx_off, const int chunk)
 {
     const clc_idx pi = get_global_id(0);
     if (pi >= CLC_IP) return;
@@ -66,9 +67,7 @@ __kernel void clc_col2im(__global const clc_real* restrict col,
             }
         }
     }
-% if bias:
-    acc += bias_base[bias_off + channel];
-% endif
-    dx_base[dx_off + ((chunk + b_local) * CLC_CIN + channel) * CLC_IP + pi] = acc;
+    clc_store_result(dx_base + dx_off, CLC_X_AT(chunk + b_local, channel, pi), acc,
+                     bias_base + bias_off, channel, residual_base + residual_off);
 }
 </%def>\

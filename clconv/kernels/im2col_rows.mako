@@ -9,8 +9,10 @@
 ##                      pixel per work-item
 ##   clc_im2col_t_rows  the transposed buffer, one (input channel, output row, image) per work-item
 ##   clc_col2im_rows    the data gradient's way back from the buffer, one dx row per work-item
-## Parameters: geom, real, index, entries, chunk_batch (images per launch); bias (clc_col2im_rows
-## only: the transposed convolution's bias).
+## Parameters: geom, real, data, index, entries, epilogue, bias (the prelude's: clc_col2im_rows
+## writes the transposed convolution's result), chunk_batch (images per launch).
+## x and dx are the call's tensors (clc_data, read with clc_ld); the column buffer is a clc_real
+## workspace.
 <%namespace name="prelude" file="prelude.mako"/>
 ${prelude.header(geom, real, index, data, epilogue, bias)}
 #define CLC_NB ${chunk_batch}
@@ -19,7 +21,7 @@ ${prelude.entry_points(self, entries)}\
 ##
 <%def name="clc_im2col_rows()">
 /* global: (OD*OH, NB, G*CI*KV) */
-__kernel void clc_im2col_rows(__global const clc_real* restrict x_base, const long x_off,
+__kernel void clc_im2col_rows(__global const clc_data* restrict x_base, const long x_off,
                               __global clc_real* restrict col, const int chunk)
 {
     const int line = get_global_id(0);            /* od * OH + oh */
@@ -38,11 +40,11 @@ __kernel void clc_im2col_rows(__global const clc_real* restrict x_base, const lo
         return;
     }
     /* g * CI + ci of the canonical layout is the input channel */
-    __global const clc_real* restrict src =
+    __global const clc_data* restrict src =
         x_base + x_off + ((chunk + image) * CLC_CIN + gci) * CLC_IP + ((clc_idx)id * CLC_IH + ih) * CLC_IW;
     for (int ow = 0; ow < CLC_OW; ++ow) {
         const int iw = ow * CLC_SW - CLC_PW + kw * CLC_DW;
-        dst[ow] = (uint)iw < (uint)CLC_IW ? src[iw] : (clc_real)0;
+        dst[ow] = (uint)iw < (uint)CLC_IW ? clc_ld(src, iw) : (clc_real)0;
     }
 }
 </%def>\
@@ -51,7 +53,7 @@ __kernel void clc_im2col_rows(__global const clc_real* restrict x_base, const lo
 /* The column buffer transposed, for the weight gradient: colT[g][(b, po)][(ci, tap)], so that the
    CPU GEMM reads B = colT with row loads along (ci, tap).  One work-item per output pixel writes
    its CI * KV values contiguously.  global: (OP, NB, G) */
-__kernel void clc_im2col_t(__global const clc_real* restrict x_base, const long x_off,
+__kernel void clc_im2col_t(__global const clc_data* restrict x_base, const long x_off,
                            __global clc_real* restrict col, const int chunk)
 {
     const clc_idx po = get_global_id(0);
@@ -59,7 +61,7 @@ __kernel void clc_im2col_t(__global const clc_real* restrict x_base, const long 
     const clc_idx g = get_global_id(2);
     CLC_SPLIT_OUT(po, od, oh, ow);
     __global clc_real* restrict dst = col + ((g * CLC_COLS) + image * CLC_OP + po) * ((clc_idx)CLC_CI * CLC_KV);
-    __global const clc_real* restrict src = x_base + x_off + ((chunk + image) * CLC_CIN + g * CLC_CI) * CLC_IP;
+    __global const clc_data* restrict src = x_base + x_off + ((chunk + image) * CLC_CIN + g * CLC_CI) * CLC_IP;
     for (int ci = 0; ci < CLC_CI; ++ci, src += CLC_IP) {
         for (int kd = 0; kd < CLC_KD; ++kd) {
             const int id = od * CLC_SD - CLC_PD + kd * CLC_DD;
@@ -67,7 +69,7 @@ __kernel void clc_im2col_t(__global const clc_real* restrict x_base, const long 
                 const int ih = oh * CLC_SH - CLC_PH + kh * CLC_DH;
                 for (int kw = 0; kw < CLC_KW; ++kw, ++dst) {
                     const int iw = ow * CLC_SW - CLC_PW + kw * CLC_DW;
-                    *dst = CLC_INSIDE(id, ih, iw) ? src[CLC_IN_OFFSET(id, ih, iw)] : (clc_real)0;
+                    *dst = CLC_INSIDE(id, ih, iw) ? clc_ld(src, CLC_IN_OFFSET(id, ih, iw)) : (clc_real)0;
                 }
             }
         }
@@ -84,7 +86,7 @@ __kernel void clc_im2col_t(__global const clc_real* restrict x_base, const long 
    rows' validity and input lines are decided once, and per output pixel the KV values of this
    channel are written next to each other (clc_im2col_t's per-element index decoding and tests cost
    it 4.5 GB/s on PoCL).  global: (G*CI, OD*OH, NB) */
-__kernel void clc_im2col_t_rows(__global const clc_real* restrict x_base, const long x_off,
+__kernel void clc_im2col_t_rows(__global const clc_data* restrict x_base, const long x_off,
                                 __global clc_real* restrict col, const int chunk)
 {
     const clc_idx gci = get_global_id(0);         /* g * CI + ci: the input channel */
@@ -92,19 +94,19 @@ __kernel void clc_im2col_t_rows(__global const clc_real* restrict x_base, const 
     const clc_idx image = get_global_id(2);
     const clc_idx g = gci / CLC_CI, ci = gci % CLC_CI;
     const int od = line / CLC_OH, oh = line % CLC_OH;
-    __global const clc_real* restrict plane = x_base + x_off + ((chunk + image) * CLC_CIN + gci) * CLC_IP;
+    __global const clc_data* restrict plane = x_base + x_off + ((chunk + image) * CLC_CIN + gci) * CLC_IP;
     __global clc_real* restrict dst = col + (g * CLC_COLS + image * CLC_OP + (clc_idx)line * CLC_OW)
                                             * ((clc_idx)CLC_CI * CLC_KV) + ci * CLC_KV;
 % for r, kd, kh in krows:
     const int id${r} = od * CLC_SD - CLC_PD + ${kd} * CLC_DD, ih${r} = oh * CLC_SH - CLC_PH + ${kh} * CLC_DH;
     const bool ok${r} = (uint)id${r} < (uint)CLC_ID && (uint)ih${r} < (uint)CLC_IH;
-    __global const clc_real* restrict src${r} = plane + (ok${r} ? ((clc_idx)id${r} * CLC_IH + ih${r}) * CLC_IW : 0);
+    __global const clc_data* restrict src${r} = plane + (ok${r} ? ((clc_idx)id${r} * CLC_IH + ih${r}) * CLC_IW : 0);
 % endfor
     for (int ow = 0; ow < CLC_OW; ++ow, dst += (clc_idx)CLC_CI * CLC_KV) {
 % for r, kd, kh in krows:
 % for kw in range(KW):
         { const int iw = ow * CLC_SW - CLC_PW + ${kw} * CLC_DW;
-          dst[${r * KW + kw}] = ok${r} && (uint)iw < (uint)CLC_IW ? src${r}[iw] : (clc_real)0; }
+          dst[${r * KW + kw}] = ok${r} && (uint)iw < (uint)CLC_IW ? clc_ld(src${r}, iw) : (clc_real)0; }
 % endfor
 % endfor
     }
@@ -114,22 +116,25 @@ __kernel void clc_im2col_t_rows(__global const clc_real* restrict x_base, const 
 <%def name="clc_col2im_rows()">
 /* col2im for CPU devices: one work-item per dx row (image, channel, id, ih) adds up, tap by tap,
    the column-buffer rows that read it: for each kernel row (kd, kh) whose output row exists and
-   each kw, one run of consecutive columns added onto the dx row (a unit-stride loop without
+   each kw, one run of consecutive columns added onto the row's sums (a unit-stride loop without
    divisions or tests inside, which LLVM vectorises; im2col.mako's clc_col2im decodes indices per
-   element).  Taps are added in the same order as clc_col2im's, the bias last.
+   element).  Taps are added in the same order as clc_col2im's, then the epilogue.  The row's sums
+   are kept in a private clc_real row, not in dx: the storage may be narrower than the sums, and the
+   epilogue (the residual) needs each sum before dx is written.
    global: (ID*IH, NB, CIN) */
 __kernel void clc_col2im_rows(__global const clc_real* restrict col,
-                              __global const clc_real* restrict bias_base, const long bias_off,
-                              __global clc_real* restrict dx_base, const long dx_off, const int chunk)
+                              __global const clc_data* restrict bias_base, const long bias_off,
+                              __global const clc_data* restrict residual_base, const long residual_off,
+                              __global clc_data* restrict dx_base, const long dx_off, const int chunk)
 {
     const int line = get_global_id(0);            /* id * IH + ih */
     const clc_idx image = get_global_id(1);
     const int channel = get_global_id(2);
     const int g = channel / CLC_CI, ci = channel % CLC_CI;
     const int id = line / CLC_IH, ih = line % CLC_IH;
-    __global clc_real* restrict dxr = dx_base + dx_off + ((chunk + image) * CLC_CIN + channel) * CLC_IP
-                                      + (clc_idx)line * CLC_IW;
+    const clc_idx at = ((chunk + image) * CLC_CIN + channel) * CLC_IP + (clc_idx)line * CLC_IW;
     __global const clc_real* restrict rows = col + ((clc_idx)g * CLC_CI + ci) * CLC_KV * CLC_COLS + image * CLC_OP;
+    clc_real dxr[CLC_IW];
     for (int iw = 0; iw < CLC_IW; ++iw)
         dxr[iw] = (clc_real)0;
     for (int kd = 0; kd < CLC_KD; ++kd) {
@@ -155,10 +160,10 @@ __kernel void clc_col2im_rows(__global const clc_real* restrict col,
             }
         }
     }
-% if bias:
-    const clc_real b = bias_base[bias_off + channel];
+    __global clc_data* restrict out = dx_base + dx_off + at;
+    __global const clc_data* restrict bias = bias_base + bias_off;
+    __global const clc_data* restrict residual = residual_base + residual_off + at;
     for (int iw = 0; iw < CLC_IW; ++iw)
-        dxr[iw] += b;
-% endif
+        clc_store_result(out, iw, dxr[iw], bias, channel, residual);
 }
 </%def>\

@@ -1,50 +1,57 @@
 ## Operand views for the tiled GEMM (gemm.mako): how each algorithm's A (M x K), B (K x N) and C
-## (M x N) matrices map onto convolution tensors.  Each def emits one inline function:
+## (M x N) matrices map onto convolution tensors.  Each def emits the element type of its buffer
+## (clc_a_t, clc_b_t, clc_c_t: clc_data for the call's tensors, clc_real for workspaces) and one
+## inline function:
 ##   clc_real clc_load_a(buf, g, m, k, chunk)   0 <= m < M, 0 <= k < K guaranteed by the caller
 ##   clc_real clc_load_b(buf, g, k, n, chunk)   0 <= k < K, 0 <= n < N guaranteed by the caller
-##   void     clc_store_c(buf, bias, g, split, m, n, value, chunk)
+##   void     clc_store_c(buf, bias, residual, g, split, m, n, value, chunk)
 ## `chunk` is the first batch image of this launch when a column buffer is filled in batch chunks.
 ## Padding and the data gradient's stride holes are handled here: they read as zero.
 
 ## ---------------------------------------------------------------- A operands
 <%def name="a_weight(p)">
 /* A = weight of group g as (CO x CI*KV); rows are contiguous. */
-inline clc_real clc_load_a(__global const clc_real* restrict w, clc_idx g, clc_idx m, clc_idx k, int chunk)
+typedef clc_data clc_a_t;
+inline clc_real clc_load_a(__global const clc_a_t* restrict w, clc_idx g, clc_idx m, clc_idx k, int chunk)
 {
-    return w[(g * CLC_CO + m) * ((clc_idx)CLC_CI * CLC_KV) + k];
+    return clc_ld(w, (g * CLC_CO + m) * ((clc_idx)CLC_CI * CLC_KV) + k);
 }
 </%def>
 
 <%def name="a_weight_bwd_data(p)">
 /* A(ci, (co, tap)) = w[g*CO + co][ci][tap]: the weight read "transposed" per tap for the data gradient. */
-inline clc_real clc_load_a(__global const clc_real* restrict w, clc_idx g, clc_idx m, clc_idx k, int chunk)
+typedef clc_data clc_a_t;
+inline clc_real clc_load_a(__global const clc_a_t* restrict w, clc_idx g, clc_idx m, clc_idx k, int chunk)
 {
     const clc_idx co = k / CLC_KV, tap = k % CLC_KV;
-    return w[((g * CLC_CO + co) * CLC_CI + m) * CLC_KV + tap];
+    return clc_ld(w, ((g * CLC_CO + co) * CLC_CI + m) * CLC_KV + tap);
 }
 </%def>
 
 <%def name="a_weight_t(p)">
 /* A((ci, tap), co) = w[g*CO + co][ci][tap]: the transposed weight, for the GEMM before col2im. */
-inline clc_real clc_load_a(__global const clc_real* restrict w, clc_idx g, clc_idx m, clc_idx k, int chunk)
+typedef clc_data clc_a_t;
+inline clc_real clc_load_a(__global const clc_a_t* restrict w, clc_idx g, clc_idx m, clc_idx k, int chunk)
 {
-    return w[(g * CLC_CO + k) * ((clc_idx)CLC_CI * CLC_KV) + m];
+    return clc_ld(w, (g * CLC_CO + k) * ((clc_idx)CLC_CI * CLC_KV) + m);
 }
 </%def>
 
 <%def name="a_grad_output_rows(p)">
 /* A(co, (b, po)) = dy[b][g*CO + co][po], b counted from `chunk`: the weight gradient's left operand. */
-inline clc_real clc_load_a(__global const clc_real* restrict dy, clc_idx g, clc_idx m, clc_idx k, int chunk)
+typedef clc_data clc_a_t;
+inline clc_real clc_load_a(__global const clc_a_t* restrict dy, clc_idx g, clc_idx m, clc_idx k, int chunk)
 {
     const clc_idx b = chunk + k / CLC_OP, po = k % CLC_OP;
-    return dy[(b * CLC_COUT + g * CLC_CO + m) * CLC_OP + po];
+    return clc_ld(dy, CLC_Y_AT(b, g * CLC_CO + m, po));
 }
 </%def>
 
 ## ---------------------------------------------------------------- B operands
 <%def name="b_input_unfold(p)">
 /* B((ci, tap), (b, po)) = padded input under tap of output pixel po: im2col without the buffer. */
-inline clc_real clc_load_b(__global const clc_real* restrict x, clc_idx g, clc_idx k, clc_idx n, int chunk)
+typedef clc_data clc_b_t;
+inline clc_real clc_load_b(__global const clc_b_t* restrict x, clc_idx g, clc_idx k, clc_idx n, int chunk)
 {
     const clc_idx ci = k / CLC_KV, tap = k % CLC_KV;
     const clc_idx b = chunk + n / CLC_OP, po = n % CLC_OP;
@@ -54,13 +61,14 @@ inline clc_real clc_load_b(__global const clc_real* restrict x, clc_idx g, clc_i
     const int ih = oh * CLC_SH - CLC_PH + kh * CLC_DH;
     const int iw = ow * CLC_SW - CLC_PW + kw * CLC_DW;
     if (!CLC_INSIDE(id, ih, iw)) return (clc_real)0;
-    return x[(b * CLC_CIN + g * CLC_CI + ci) * CLC_IP + CLC_IN_OFFSET(id, ih, iw)];
+    return clc_ld(x, CLC_X_AT(b, g * CLC_CI + ci, CLC_IN_OFFSET(id, ih, iw)));
 }
 </%def>
 
 <%def name="b_input_unfold_t(p)">
 /* B((b, po), (ci, tap)): the unfolded input transposed, for the weight gradient. */
-inline clc_real clc_load_b(__global const clc_real* restrict x, clc_idx g, clc_idx k, clc_idx n, int chunk)
+typedef clc_data clc_b_t;
+inline clc_real clc_load_b(__global const clc_b_t* restrict x, clc_idx g, clc_idx k, clc_idx n, int chunk)
 {
     const clc_idx ci = n / CLC_KV, tap = n % CLC_KV;
     const clc_idx b = chunk + k / CLC_OP, po = k % CLC_OP;
@@ -70,33 +78,36 @@ inline clc_real clc_load_b(__global const clc_real* restrict x, clc_idx g, clc_i
     const int ih = oh * CLC_SH - CLC_PH + kh * CLC_DH;
     const int iw = ow * CLC_SW - CLC_PW + kw * CLC_DW;
     if (!CLC_INSIDE(id, ih, iw)) return (clc_real)0;
-    return x[(b * CLC_CIN + g * CLC_CI + ci) * CLC_IP + CLC_IN_OFFSET(id, ih, iw)];
+    return clc_ld(x, CLC_X_AT(b, g * CLC_CI + ci, CLC_IN_OFFSET(id, ih, iw)));
 }
 </%def>
 
 <%def name="b_input_pointwise(p)">
 /* B(ci, (b, po)) for a 1x1 unpadded convolution: the input read at the stride grid, no unfolding. */
-inline clc_real clc_load_b(__global const clc_real* restrict x, clc_idx g, clc_idx k, clc_idx n, int chunk)
+typedef clc_data clc_b_t;
+inline clc_real clc_load_b(__global const clc_b_t* restrict x, clc_idx g, clc_idx k, clc_idx n, int chunk)
 {
     const clc_idx b = chunk + n / CLC_OP, po = n % CLC_OP;
     CLC_SPLIT_OUT(po, od, oh, ow);
-    return x[(b * CLC_CIN + g * CLC_CI + k) * CLC_IP + CLC_IN_OFFSET(od * CLC_SD, oh * CLC_SH, ow * CLC_SW)];
+    return clc_ld(x, CLC_X_AT(b, g * CLC_CI + k, CLC_IN_OFFSET(od * CLC_SD, oh * CLC_SH, ow * CLC_SW)));
 }
 </%def>
 
 <%def name="b_input_pointwise_t(p)">
 /* B((b, po), ci) for the 1x1 weight gradient. */
-inline clc_real clc_load_b(__global const clc_real* restrict x, clc_idx g, clc_idx k, clc_idx n, int chunk)
+typedef clc_data clc_b_t;
+inline clc_real clc_load_b(__global const clc_b_t* restrict x, clc_idx g, clc_idx k, clc_idx n, int chunk)
 {
     const clc_idx b = chunk + k / CLC_OP, po = k % CLC_OP;
     CLC_SPLIT_OUT(po, od, oh, ow);
-    return x[(b * CLC_CIN + g * CLC_CI + n) * CLC_IP + CLC_IN_OFFSET(od * CLC_SD, oh * CLC_SH, ow * CLC_SW)];
+    return clc_ld(x, CLC_X_AT(b, g * CLC_CI + n, CLC_IN_OFFSET(od * CLC_SD, oh * CLC_SH, ow * CLC_SW)));
 }
 </%def>
 
 <%def name="b_columns(p)">
 /* B(k, n) = col[g][k][n]: an explicit column buffer (im2col), rows of N = chunk images x pixels. */
-inline clc_real clc_load_b(__global const clc_real* restrict col, clc_idx g, clc_idx k, clc_idx n, int chunk)
+typedef clc_real clc_b_t;
+inline clc_real clc_load_b(__global const clc_b_t* restrict col, clc_idx g, clc_idx k, clc_idx n, int chunk)
 {
     return col[(g * ${p["K"]} + k) * ${p["N"]} + n];
 }
@@ -104,7 +115,8 @@ inline clc_real clc_load_b(__global const clc_real* restrict col, clc_idx g, clc
 
 <%def name="b_columns_t(p)">
 /* B(k, n) = col[g][n][k]: the column buffer read transposed (weight gradient, contraction over pixels). */
-inline clc_real clc_load_b(__global const clc_real* restrict col, clc_idx g, clc_idx k, clc_idx n, int chunk)
+typedef clc_real clc_b_t;
+inline clc_real clc_load_b(__global const clc_b_t* restrict col, clc_idx g, clc_idx k, clc_idx n, int chunk)
 {
     return col[(g * ${p["N"]} + n) * ${p["K"]} + k];
 }
@@ -113,7 +125,8 @@ inline clc_real clc_load_b(__global const clc_real* restrict col, clc_idx g, clc
 <%def name="b_grad_output_gather(p)">
 /* B((co, tap), (b, pi)) = dy at the output pixel whose tap lands on input pixel pi, else 0:
    the data gradient as a gather (no atomics); stride holes read as zero. */
-inline clc_real clc_load_b(__global const clc_real* restrict dy, clc_idx g, clc_idx k, clc_idx n, int chunk)
+typedef clc_data clc_b_t;
+inline clc_real clc_load_b(__global const clc_b_t* restrict dy, clc_idx g, clc_idx k, clc_idx n, int chunk)
 {
     const clc_idx co = k / CLC_KV, tap = k % CLC_KV;
     const clc_idx b = chunk + n / CLC_IP, pi = n % CLC_IP;
@@ -123,43 +136,54 @@ inline clc_real clc_load_b(__global const clc_real* restrict dy, clc_idx g, clc_
     const int oh = clc_source_index(ih, CLC_PH, kh, CLC_DH, CLC_SH, CLC_OH);
     const int ow = clc_source_index(iw, CLC_PW, kw, CLC_DW, CLC_SW, CLC_OW);
     if ((od | oh | ow) < 0) return (clc_real)0;
-    return dy[(b * CLC_COUT + g * CLC_CO + co) * CLC_OP + CLC_OUT_OFFSET(od, oh, ow)];
+    return clc_ld(dy, CLC_Y_AT(b, g * CLC_CO + co, CLC_OUT_OFFSET(od, oh, ow)));
 }
 </%def>
 
 <%def name="b_grad_output_cols(p)">
 /* B(co, (b, po)) = dy[b][g*CO + co][po]: the right operand of the GEMM that feeds col2im. */
-inline clc_real clc_load_b(__global const clc_real* restrict dy, clc_idx g, clc_idx k, clc_idx n, int chunk)
+typedef clc_data clc_b_t;
+inline clc_real clc_load_b(__global const clc_b_t* restrict dy, clc_idx g, clc_idx k, clc_idx n, int chunk)
 {
     const clc_idx b = chunk + n / CLC_OP, po = n % CLC_OP;
-    return dy[(b * CLC_COUT + g * CLC_CO + k) * CLC_OP + po];
+    return clc_ld(dy, CLC_Y_AT(b, g * CLC_CO + k, po));
 }
 </%def>
 
 ## ---------------------------------------------------------------- C operands
 <%def name="c_nchw(p)">
-/* C(m, (b, pixel)) -> out[b][g*M + m][pixel] (+ bias): an NC(D)HW activation tensor. */
-inline void clc_store_c(__global clc_real* restrict out, __global const clc_real* restrict bias,
+/* C(m, (b, pixel)) -> out(b, g*M + m, pixel): an activation (${layout}), the pass's result (the epilogue). */
+typedef clc_data clc_c_t;
+inline void clc_store_c(__global clc_c_t* restrict out, __global const clc_data* restrict bias,
+                        __global const clc_data* restrict residual,
                         clc_idx g, clc_idx split, clc_idx m, clc_idx n, clc_real value, int chunk)
 {
     const clc_idx b = chunk + n / ${p["pixels"]}, pixel = n % ${p["pixels"]};
     const clc_idx channel = g * ${p["M"]} + m;
-% if p["bias"]:
-    value += bias[channel];
+% if layout == "channels_last":
+    const clc_idx at = (b * ${p["pixels"]} + pixel) * ${p["channels"]} + channel;
+% else:
+    const clc_idx at = (b * ${p["channels"]} + channel) * ${p["pixels"]} + pixel;
 % endif
-    out[(b * ${p["channels"]} + channel) * ${p["pixels"]} + pixel] = value;
+    clc_store_result(out, at, value, bias, channel, residual);
 }
 </%def>
 
 <%def name="c_matrix(p)">
-/* C(m, n) -> out[split][g][m][n]: a weight gradient, a split-K partial, or a column buffer. */
-inline void clc_store_c(__global clc_real* restrict out, __global const clc_real* restrict bias,
+/* C(m, n) -> out[split][g][m][n]: a weight gradient (stored: the call's tensor), or a split-K
+   partial or a column buffer (workspaces). */
+typedef ${"clc_data" if p["stored"] else "clc_real"} clc_c_t;
+inline void clc_store_c(__global clc_c_t* restrict out, __global const clc_data* restrict bias,
+                        __global const clc_data* restrict residual,
                         clc_idx g, clc_idx split, clc_idx m, clc_idx n, clc_real value, int chunk)
 {
     const clc_idx at = ((split * CLC_G + g) * ${p["M"]} + m) * ${p["N"]} + n;
 % if p["accumulate"]:
-    /* later batch chunks add onto the earlier ones, in launch order: deterministic */
+    /* later batch chunks add onto the earlier ones, in launch order: deterministic (a workspace
+       when the storage is narrower than clc_real: the sums are rounded once, at the end) */
     out[at] = (chunk == 0 ? (clc_real)0 : out[at]) + value;
+% elif p["stored"]:
+    clc_st(out, at, value);
 % else:
     out[at] = value;
 % endif

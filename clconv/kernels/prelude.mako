@@ -67,6 +67,23 @@ ${result(epilogue, bias)}
 #define CLC_CIN  (CLC_G * CLC_CI)                    /* input channels, all groups */
 #define CLC_COUT (CLC_G * CLC_CO)                    /* output channels, all groups */
 
+/* Where element (b, c, pixel) of an activation lies: X for input-shaped tensors (x, dx), Y for
+   output-shaped ones (y, dy, residual); _C and _P are the steps between neighbouring channels and
+   neighbouring pixels (${layout}). */
+% if layout == "channels_last":
+#define CLC_XC ((clc_idx)1)
+#define CLC_XP ((clc_idx)CLC_CIN)
+#define CLC_YC ((clc_idx)1)
+#define CLC_YP ((clc_idx)CLC_COUT)
+% else:
+#define CLC_XC CLC_IP
+#define CLC_XP ((clc_idx)1)
+#define CLC_YC CLC_OP
+#define CLC_YP ((clc_idx)1)
+% endif
+#define CLC_X_AT(b, c, p) ((clc_idx)(b) * CLC_CIN * CLC_IP + (clc_idx)(c) * CLC_XC + (clc_idx)(p) * CLC_XP)
+#define CLC_Y_AT(b, c, p) ((clc_idx)(b) * CLC_COUT * CLC_OP + (clc_idx)(c) * CLC_YC + (clc_idx)(p) * CLC_YP)
+
 /* Split a flat kernel-tap index into (kd, kh, kw). */
 #define CLC_SPLIT_TAP(r, kd, kh, kw) \
     const int kd = (int)((r) / (CLC_KH * CLC_KW)); \

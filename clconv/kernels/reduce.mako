@@ -2,7 +2,7 @@
 ## Entry points:
 ##   clc_splitk_sum  out[e] = sum over s of partial[s][e]      (the second kernel of split-K)
 ##   clc_bias_grad   db[c] = sum over batch and space of dy[b][c][p]  (one work-group per channel)
-## Parameters: geom, real, index, entries; splits, elements (clc_splitk_sum); wg, the work-group
+## Parameters: geom, real, data, index, entries (and the prelude's epilogue, bias: unused here); splits, elements (clc_splitk_sum); wg, the work-group
 ## size (clc_bias_grad).
 <%namespace name="prelude" file="prelude.mako"/>
 ${prelude.header(geom, real, index, data, epilogue, bias)}
@@ -10,29 +10,29 @@ ${prelude.entry_points(self, entries)}\
 ##
 <%def name="clc_splitk_sum()">
 __kernel void clc_splitk_sum(__global const clc_real* restrict partial,
-                             __global clc_real* restrict out_base, const long out_off)
+                             __global clc_data* restrict out_base, const long out_off)
 {
     const clc_idx e = get_global_id(0);
     if (e >= ${elements}) return;
     clc_real acc = partial[e];
     for (int s = 1; s < ${splits}; ++s)
         acc += partial[(clc_idx)s * ${elements} + e];
-    out_base[out_off + e] = acc;
+    clc_st(out_base + out_off, e, acc);
 }
 </%def>\
 ##
 <%def name="clc_bias_grad()">
 __kernel __attribute__((reqd_work_group_size(${wg}, 1, 1)))
-void clc_bias_grad(__global const clc_real* restrict dy_base, const long dy_off,
-                   __global clc_real* restrict db_base, const long db_off)
+void clc_bias_grad(__global const clc_data* restrict dy_base, const long dy_off,
+                   __global clc_data* restrict db_base, const long db_off)
 {
     const int lid = get_local_id(0);
     const clc_idx channel = get_group_id(1);
-    __global const clc_real* restrict dy = dy_base + dy_off;
+    __global const clc_data* restrict dy = dy_base + dy_off;
     clc_real acc = (clc_real)0;
     for (clc_idx t = lid; t < (clc_idx)CLC_N * CLC_OP; t += ${wg}) {
         const clc_idx b = t / CLC_OP, p = t % CLC_OP;
-        acc += dy[(b * CLC_COUT + channel) * CLC_OP + p];
+        acc += clc_ld(dy, CLC_Y_AT(b, channel, p));
     }
     __local clc_real partial[${wg}];
     partial[lid] = acc;
@@ -41,6 +41,6 @@ void clc_bias_grad(__global const clc_real* restrict dy_base, const long dy_off,
         if (lid < span) partial[lid] += partial[lid + span];
         barrier(CLK_LOCAL_MEM_FENCE);
     }
-    if (lid == 0) db_base[db_off + channel] = partial[0];
+    if (lid == 0) clc_st(db_base + db_off, channel, partial[0]);
 }
 </%def>\

@@ -1,23 +1,40 @@
 ## Winograd F(2x2, 3x3), not fused: 3x3 stride-1 convolutions in 16 elementwise products per 2x2
 ## output tile instead of 36 multiply-adds (2.25x fewer), as four kernels over three workspaces.
 ## Entry points (the convolution run here: input `src` (N, G*CIN, IH, IW) -> output `dst`
-## (N, G*COUT, OH, OW); the forward pass runs x -> y, the data gradient dy -> dx with the weight
-## flipped and its channel axes swapped, `FLIP`):
+## (N, G*COUT, OH, OW), or (N, IH, IW, G*CIN) -> (N, OH, OW, G*COUT) channels_last; the forward pass
+## runs x -> y, the data gradient dy -> dx with the weight flipped and its channel axes swapped, `FLIP`):
 ##   clc_wino_weight  U[g][t][o][i] = (G w G^T)[t], t the 16 positions of a 4x4 tile
 ##   clc_wino_input   V[g][t][i][p] = (B^T d B)[t], d the 4x4 input patch of tile p (zeros outside)
 ##   clc_wino_gemm    M[g][t][o][p] = sum_i U[g][t][o][i] V[g][t][i][p]: G*16 GEMMs, local-memory tiles
-##   clc_wino_output  dst = A^T M A (+ bias) per tile, the edge tiles' outside outputs dropped
-## Parameters: geom, real, index, entries; N, GROUPS, CIN, COUT (per group), IH, IW, OH, OW, PT, PL
-## (the padding before rows and columns), TH, TW (tiles down and across), FLIP, bias; LS (the GEMM's
-## work-group side; each work-item computes 4 x 4 of an LS*4 square tile).
+##   clc_wino_output  dst = A^T M A per tile through the epilogue, the edge tiles' outside outputs dropped
+## w, src and dst are the call's tensors (clc_data); U, V and M are workspaces (clc_real), so the
+## transforms and the GEMMs run in the arithmetic type whatever the storage.
+## Parameters: geom, real, data, layout, index, entries, epilogue, bias (the prelude's: clc_wino_output
+## writes the result); N, GROUPS, CIN, COUT (per group), IH, IW, OH, OW, PT, PL (the padding before rows and
+## columns), TH, TW (tiles down and across), FLIP; LS (the GEMM's work-group side; each work-item
+## computes 4 x 4 of an LS*4 square tile).
 <%namespace name="prelude" file="prelude.mako"/>
 ${prelude.header(geom, real, index, data, epilogue, bias)}
 #define CLC_W_P ((clc_idx)${N} * ${TH} * ${TW})
+/* Steps between neighbouring channels (_C) and pixels (_P) of src and dst (${layout}), from the
+   convolution run here rather than the prelude's CLC_XC..CLC_YP: for the data gradient src is dy
+   and dst is dx, the canonical output and input.  U, V and M keep their layout whatever these. */
+% if layout == "channels_last":
+#define CLC_W_SRC_C ((clc_idx)1)
+#define CLC_W_SRC_P ((clc_idx)${GROUPS * CIN})
+#define CLC_W_DST_C ((clc_idx)1)
+#define CLC_W_DST_P ((clc_idx)${GROUPS * COUT})
+% else:
+#define CLC_W_SRC_C ((clc_idx)${IH * IW})
+#define CLC_W_SRC_P ((clc_idx)1)
+#define CLC_W_DST_C ((clc_idx)${OH * OW})
+#define CLC_W_DST_P ((clc_idx)1)
+% endif
 ${prelude.entry_points(self, entries)}\
 ##
 <%def name="clc_wino_weight()">
 /* global: (COUT * CIN, GROUPS); one work-item per 3x3 filter. */
-__kernel void clc_wino_weight(__global const clc_real* restrict w_base, const long w_off,
+__kernel void clc_wino_weight(__global const clc_data* restrict w_base, const long w_off,
                               __global clc_real* restrict u)
 {
     const clc_idx oi = get_global_id(0);
@@ -25,13 +42,13 @@ __kernel void clc_wino_weight(__global const clc_real* restrict w_base, const lo
     const int o = (int)(oi / ${CIN}), i = (int)(oi % ${CIN}), g = get_global_id(1);
 % if FLIP:
     /* the data gradient: tap (r, c) of filter (o, i) is the forward weight w[g*CIN + i][o][2-r][2-c] */
-    __global const clc_real* restrict w = w_base + w_off + ((clc_idx)(g * ${CIN} + i) * ${COUT} + o) * 9;
+    __global const clc_data* restrict w = w_base + w_off + ((clc_idx)(g * ${CIN} + i) * ${COUT} + o) * 9;
     clc_real f[9];
-    for (int k = 0; k < 9; ++k) f[k] = w[8 - k];
+    for (int k = 0; k < 9; ++k) f[k] = clc_ld(w, 8 - k);
 % else:
-    __global const clc_real* restrict w = w_base + w_off + ((clc_idx)(g * ${COUT} + o) * ${CIN} + i) * 9;
+    __global const clc_data* restrict w = w_base + w_off + ((clc_idx)(g * ${COUT} + o) * ${CIN} + i) * 9;
     clc_real f[9];
-    for (int k = 0; k < 9; ++k) f[k] = w[k];
+    for (int k = 0; k < 9; ++k) f[k] = clc_ld(w, k);
 % endif
     /* G f G^T with G = [1 0 0; 1/2 1/2 1/2; 1/2 -1/2 1/2; 0 0 1] */
     clc_real gf[4][3];
@@ -54,7 +71,7 @@ __kernel void clc_wino_weight(__global const clc_real* restrict w_base, const lo
 <%def name="clc_wino_input()">
 /* global: (P = N * TH * TW tiles rounded up, GROUPS * CIN); consecutive work-items take
    consecutive tiles, so the writes of V rows coalesce. */
-__kernel void clc_wino_input(__global const clc_real* restrict src_base, const long src_off,
+__kernel void clc_wino_input(__global const clc_data* restrict src_base, const long src_off,
                              __global clc_real* restrict v)
 {
     const clc_idx p = get_global_id(0);
@@ -62,14 +79,15 @@ __kernel void clc_wino_input(__global const clc_real* restrict src_base, const l
     const int gi = get_global_id(1);                  /* g * CIN + i */
     const int tx = (int)(p % ${TW}), ty = (int)((p / ${TW}) % ${TH});
     const clc_idx n = p / ((clc_idx)${TH} * ${TW});
-    __global const clc_real* restrict plane = src_base + src_off + (n * ${GROUPS * CIN} + gi) * ${IH * IW};
+    /* channel gi of image n; its pixels lie CLC_W_SRC_P apart */
+    __global const clc_data* restrict plane = src_base + src_off + n * ${GROUPS * CIN} * ${IH * IW} + gi * CLC_W_SRC_C;
     const int row0 = ty * 2 - ${PT}, col0 = tx * 2 - ${PL};
     clc_real d[4][4];
     for (int r = 0; r < 4; ++r) {
         const int row = row0 + r;
         for (int c = 0; c < 4; ++c) {
             const int col = col0 + c;
-            d[r][c] = ((uint)row < (uint)${IH} && (uint)col < (uint)${IW}) ? plane[row * ${IW} + col] : (clc_real)0;
+            d[r][c] = ((uint)row < (uint)${IH} && (uint)col < (uint)${IW}) ? clc_ld(plane, (row * ${IW} + col) * CLC_W_SRC_P) : (clc_real)0;
         }
     }
     /* B^T d B with B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1] */
@@ -146,8 +164,9 @@ void clc_wino_gemm(__global const clc_real* restrict u, __global const clc_real*
 <%def name="clc_wino_output()">
 /* global: (P rounded up, GROUPS * COUT); one work-item per (tile, output channel). */
 __kernel void clc_wino_output(__global const clc_real* restrict m,
-                              __global const clc_real* restrict bias_base, const long bias_off,
-                              __global clc_real* restrict dst_base, const long dst_off)
+                              __global const clc_data* restrict bias_base, const long bias_off,
+                              __global const clc_data* restrict residual_base, const long residual_off,
+                              __global clc_data* restrict dst_base, const long dst_off)
 {
     const clc_idx p = get_global_id(0);
     if (p >= CLC_W_P) return;
@@ -163,20 +182,19 @@ __kernel void clc_wino_output(__global const clc_real* restrict m,
         at[0][c] = t[0][c] + t[1][c] + t[2][c];
         at[1][c] = t[1][c] - t[2][c] - t[3][c];
     }
-% if bias:
-    const clc_real b0 = bias_base[bias_off + go];
-% else:
-    const clc_real b0 = (clc_real)0;
-% endif
     const int tx = (int)(p % ${TW}), ty = (int)((p / ${TW}) % ${TH});
     const clc_idx n = p / ((clc_idx)${TH} * ${TW});
-    __global clc_real* restrict plane = dst_base + dst_off + (n * ${GROUPS * COUT} + go) * ${OH * OW};
+    /* dst and the residual share one layout (the result's): `pos` indexes both from their first elements */
+    __global clc_data* restrict dst = dst_base + dst_off;
+    __global const clc_data* restrict bias = bias_base + bias_off;
+    __global const clc_data* restrict residual = residual_base + residual_off;
+    const clc_idx plane = n * ${GROUPS * COUT} * ${OH * OW} + go * CLC_W_DST_C;  /* channel go of image n */
     for (int r = 0; r < 2; ++r) {
         const int row = ty * 2 + r;
         if (row >= ${OH}) break;
-        const clc_real y0 = at[r][0] + at[r][1] + at[r][2] + b0, y1 = at[r][1] - at[r][2] - at[r][3] + b0;
-        plane[row * ${OW} + tx * 2] = y0;
-        if (tx * 2 + 1 < ${OW}) plane[row * ${OW} + tx * 2 + 1] = y1;
+        const clc_idx pos = plane + (row * ${OW} + tx * 2) * CLC_W_DST_P;
+        clc_store_result(dst, pos, at[r][0] + at[r][1] + at[r][2], bias, go, residual);
+        if (tx * 2 + 1 < ${OW}) clc_store_result(dst, pos + CLC_W_DST_P, at[r][1] - at[r][2] - at[r][3], bias, go, residual);
     }
 }
 </%def>\

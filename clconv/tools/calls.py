@@ -14,6 +14,7 @@ import numpy as np
 
 import clconv
 from clconv import reference, resolve
+from clconv.dtypes import STORAGE_DTYPES, numpy_dtype
 from clconv.geometry import ConvGeometry
 from clconv.passes import OPS, PASS_TABLE
 
@@ -98,7 +99,8 @@ def add_geometry_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--groups", type=int, default=1, help="default 1")
     parser.add_argument("--output-padding", default=None, help="transposed ops only (default 0)")
     parser.add_argument("--bias", action="store_true", help="add a bias (conv*d and conv_transpose*d only)")
-    parser.add_argument("--dtype", choices=("float32", "float64"), default="float32")
+    parser.add_argument("--dtype", choices=STORAGE_DTYPES, default="float32",
+                        help="storage dtype of the tensors (bfloat16 needs ml_dtypes)")
     parser.add_argument("--device", default=None, metavar="SELECTOR",
                         help="'P:D' or a name substring, as CLCONV_DEVICE (default: the default device)")
 
@@ -151,7 +153,7 @@ def build_call(args: argparse.Namespace, make: Callable[[tuple[int, ...]], np.nd
     op = OPS[f"{base}_{grad}" if grad else base]
     spec = PASS_TABLE[op.pass_]
     function = getattr(clconv, args.op)
-    dtype = np.dtype(args.dtype)
+    dtype = numpy_dtype(args.dtype)
     ishape = parse_shape(args.input, "--input")
     wshape = parse_shape(args.weight, "--weight")
     stride = parse_ints(args.stride, "--stride")

@@ -38,6 +38,7 @@ import pyopencl.array as cl_array
 import clconv
 from clconv import builder, caches, limits, planner, reference, settings, templates, tuning
 from clconv import device as devices
+from clconv.dtypes import numpy_dtype
 from clconv.passes import PASS_TABLE
 from clconv.plan import Problem
 from clconv.runtime import Operand
@@ -219,7 +220,7 @@ def cmd_check(args: argparse.Namespace, out: TextIO) -> int:
                            f"got {args.algorithm!r}", USAGE_ERROR) from None
         names = [args.algorithm]
     queue = devices.queue_for(args.device)
-    dtype = np.dtype(args.dtype)
+    dtype = numpy_dtype(args.dtype)
     tolerance = args.tolerance if args.tolerance is not None else reference.tolerance(call.reduction_length, dtype)
     print(f"{args.op}: {call.pass_} pass of {call.geometry.tag()} ({dtype.name}) on {queue.device.name.strip()!r}; "
           f"result {call.result_shape}, tolerance {tolerance:.1e} relative", file=out)
@@ -247,8 +248,9 @@ def cmd_check(args: argparse.Namespace, out: TextIO) -> int:
 def _run_op(call: OpCall, problem: Problem, name: str, queue: cl.CommandQueue,
             dtype: np.dtype) -> tuple[np.ndarray, dict]:
     """Run the public op with ``algorithm=name`` into a NaN-poisoned ``out``; also the config it used."""
-    result = cl_array.empty(queue, call.result_shape, dtype)
-    result.fill(np.nan)  # poisoned: an element the kernels never write fails the check
+    # poisoned: an element the kernels never write fails the check (set from the host: pyopencl's
+    # fill() builds a kernel in the dtype, which half without cl_khr_fp16 and bfloat16 cannot have)
+    result = cl_array.to_device(queue, np.full(call.result_shape, np.nan, dtype))
     config = planner.plan(problem, queue, name).config
     call.function(*call.args, **call.kwargs, algorithm=name, queue=queue, out=result)
     return result.get(queue), config

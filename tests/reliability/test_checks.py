@@ -76,6 +76,13 @@ def device_array(shape):
     return cl_array.to_device(clconv.default_queue(), t(*shape))
 
 
+def same_buffer(call):
+    """``call(residual, out)`` with the two views of one buffer overlapping by one image's worth."""
+    whole = cl_array.to_device(clconv.default_queue(), t(1, 6, 5, 5 + 2))
+    flat = whole.reshape(-1)
+    return call(flat[:150].reshape(1, 6, 5, 5), flat[10:160].reshape(1, 6, 5, 5))
+
+
 def non_contiguous_array():
     wide = cl_array.to_device(clconv.default_queue(), t(1, 4, 5, 10))
     return wide[:, :, :, ::2]
@@ -91,10 +98,21 @@ def misaligned_array():
 ROWS = [
     ("tensor-none", "a tensor argument is None", lambda: conv(input=None), TypeError, r"input .*got None"),
     ("tensor-type", "a tensor argument is a list / scalar / str", lambda: conv(weight=[[1.0]]), TypeError, r"weight must be a numpy.ndarray"),
-    ("tensor-dtype-int", "integer dtype", lambda: conv(input=X.astype(np.int32)), TypeError, r"input must have dtype float32 or float64, got int32"),
-    ("tensor-dtype-half", "float16 dtype", lambda: conv(weight=W.astype(np.float16)), TypeError, r"weight .*float16"),
+    ("tensor-dtype-int", "integer dtype", lambda: conv(input=X.astype(np.int32)), TypeError, r"input must have dtype float32, float64, float16 or bfloat16 \(ml_dtypes\), got int32"),
+    ("tensor-dtype-half-mix", "a float16 tensor among float32 ones", lambda: conv(weight=W.astype(np.float16)), TypeError, r"weight has dtype float16 but input has dtype float32"),
     ("tensor-dtype-bool", "bool dtype", lambda: conv(bias=B.astype(bool)), TypeError, r"bias .*bool"),
     ("dtype-mix", "tensors of different dtypes", lambda: conv(weight=W.astype(np.float64)), TypeError, r"weight has dtype float64 but input has dtype float32"),
+    ("activation-name", "an unknown activation", lambda: conv(activation="swish"), ValueError, r"activation must be None or one of \('relu', .*got 'swish'"),
+    ("activation-type", "an activation that is not a string", lambda: conv(activation=True), TypeError, r"activation must be None or one of .*got True"),
+    ("alpha-type", "alpha / beta / negative_slope not a real number", lambda: conv(alpha="2"), TypeError, r"alpha must be a real number, got '2'"),
+    ("beta-finite", "alpha / beta / negative_slope not finite", lambda: tconv(beta=float("inf"), residual=t(1, 6, 10, 10)), ValueError, r"beta must be finite, got inf"),
+    ("slope-type", "negative_slope a bool", lambda: conv(activation="leaky_relu", negative_slope=True), TypeError, r"negative_slope must be a real number, got True"),
+    ("residual-shape", "residual not of the result's shape", lambda: conv(residual=t(1, 6, 5, 4)), ValueError, r"residual must have the result's shape \(1, 6, 5, 5\), got \(1, 6, 5, 4\)"),
+    ("residual-dtype", "residual of another dtype", lambda: conv(residual=t(1, 6, 5, 5).astype(np.float64)), TypeError, r"residual has dtype float64 but input has dtype float32"),
+    ("residual-type", "residual a list", lambda: conv(residual=[[0.0]]), TypeError, r"residual must be a numpy.ndarray"),
+    ("residual-overlaps-out", "residual sharing memory with out", lambda: same_buffer(lambda r, o: conv(residual=r, out=o)), ValueError, r"out and residual share memory"),
+    ("layout-name", "an unknown layout", lambda: conv(layout="NHWC"), ValueError, r"layout must be one of \('channels_first', 'channels_last'\), got 'NHWC'"),
+    ("layout-shape", "a channels_last input whose last axis is not C_in", lambda: conv(layout="channels_last"), ValueError, r"groups=2 must divide the input channels \(5\) \(layout='channels_last': activations are \(N, \*spatial, C\)"),
     ("input-rank", "input rank not ndim+1/ndim+2", lambda: conv(input=t(4, 5)), ValueError, r"input must have shape .*got a 2D array"),
     ("weight-rank", "weight rank not ndim+2", lambda: conv(weight=t(6, 2, 3)), ValueError, r"weight must have shape .*got a 3D array"),
     ("channels", "weight's C_in/groups x groups != input channels", lambda: conv(weight=t(6, 3, 3, 3)), ValueError, r"weight of shape \(6, 3, 3, 3\) expects 6 input channels"),

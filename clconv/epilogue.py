@@ -21,7 +21,7 @@ _erf = np.frompyfunc(math.erf, 1, 1)
 
 
 def _gelu(v: np.ndarray) -> np.ndarray:
-    return 0.5 * v * (1.0 + _erf(v / math.sqrt(2.0)).astype(np.float64))
+    return 0.5 * v * (1.0 + np.asarray(_erf(v / math.sqrt(2.0)), np.float64))
 
 
 def _gelu_tanh(v: np.ndarray) -> np.ndarray:

@@ -22,7 +22,7 @@ import numpy as np
 from .. import limits
 from ..limits import pow2_at_most
 from ..geometry import ConvGeometry
-from ..plan import Arg, KernelCall, KernelSource, Problem, rounded
+from ..plan import CHANNELS_FIRST, Arg, KernelCall, KernelSource, Problem, rounded
 from .base import call, source
 
 
@@ -95,11 +95,12 @@ def _smallest_tiles(fit: limits.Limits) -> list[tuple]:
 
 
 def gemm_tiles(m: int, n: int, fit: limits.Limits, itemsize: int, limit: int = 4, groups: int = 1,
-               vector_first: bool = True) -> list[dict]:
+               vector_first: bool = True, layout: str = CHANNELS_FIRST) -> list[dict]:
     """Tiles that fit the device, best guess first: least work wasted on the matrix edges, enough
     work-groups to fill every compute unit (on a GPU), then the table's order of preference.  On a
     CPU, the GEMM without local memory comes first when ``vector_first`` (else after one
-    local-memory tile)."""
+    local-memory tile); it reads rows of channels-first activations, so channels-last ``layout``
+    gets the local-memory tiles only."""
     gpu = fit.gpu
     tiles = [t for t in (GPU_TILES if gpu else CPU_TILES) if _tile_fits(t, fit, itemsize)]
     if not tiles:
@@ -124,7 +125,7 @@ def gemm_tiles(m: int, n: int, fit: limits.Limits, itemsize: int, limit: int = 4
         # local-memory tiles stay as candidates for tuning.  Written in explicit vectors, so only
         # where the device has vector lanes (llvmpipe has none: it took minutes to build there)
         vector = ([cpu_config(*t) for t in CPU_VECTOR_TILES if fit.fits((t[2],))]
-                  if fit.lanes(itemsize) >= 4 else [])
+                  if fit.lanes(itemsize) >= 4 and layout == CHANNELS_FIRST else [])
         if vector_first:
             configs = vector[:2] + configs[:1] + vector[2:] + configs[1:]
         else:
@@ -203,6 +204,8 @@ class Gemm:
 def gemm(problem: Problem, shape: GemmShape, tile: dict, index: str, launches: int = 1) -> Gemm:
     """One GEMM (called ``launches`` times per call: im2col's batch chunks) with ``tile``."""
     if is_cpu_config(tile):
+        if problem.layout != CHANNELS_FIRST:  # its row loads and stores assume channels-first activations
+            raise ValueError(f"the CPU GEMM configuration {tile} reads channels_first activations only")
         return _cpu_gemm(problem, shape, tile, index, launches)
     geometry = problem.geometry
     src = source(

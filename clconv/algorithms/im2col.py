@@ -10,7 +10,7 @@ import numpy as np
 
 from .. import limits, settings
 from ..passes import PASSES
-from ..plan import Arg, Plan, Problem, rounded
+from ..plan import LAYOUTS, Arg, Plan, Problem, rounded
 from .base import Algorithm, call, epilogue_args, source
 from .reduce import splitk_sum
 from .gemm import GemmShape, forward_shape, gemm, gemm_tiles, is_cpu_config, largest_chunk, tile_config, weight_shape
@@ -19,6 +19,7 @@ from .gemm import GemmShape, forward_shape, gemm, gemm_tiles, is_cpu_config, lar
 class Im2col(Algorithm):
     name = "im2col"
     passes = PASSES
+    layouts = LAYOUTS
     description = ("explicit column buffer (im2col; col2im for the data gradient) filled in batch "
                    "chunks that fit the workspace limit, and a tiled GEMM over it")
 
@@ -73,7 +74,8 @@ class Im2col(Algorithm):
 
     def configs(self, problem, device):
         shape = self._shape(problem, self.chunk_batch(problem, device) or 1)
-        return gemm_tiles(shape.M, shape.N, limits.of(device), problem.itemsize, groups=problem.geometry.groups)
+        return gemm_tiles(shape.M, shape.N, limits.of(device), problem.itemsize, groups=problem.geometry.groups,
+                          layout=problem.layout)
 
     def plan(self, problem, config, device):
         g = problem.geometry

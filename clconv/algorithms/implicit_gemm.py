@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from .. import limits
 from ..passes import PASSES
-from ..plan import Plan, Problem
+from ..plan import LAYOUTS, Plan, Problem
 from .base import Algorithm
 from .gemm import (
     GemmShape, backward_data_shape, forward_shape, gemm_calls, gemm_tiles, tile_config, vector_first, weight_shape,
@@ -20,6 +20,7 @@ GEMM_ROLES = {"forward": ("w", "x", "y", "bias"), "backward_data": ("w", "dy", "
 class ImplicitGemm(Algorithm):
     name = "implicit_gemm"
     passes = PASSES
+    layouts = LAYOUTS
     description = "tiled GEMM whose tile loads do the im2col/col2im addressing: no column buffer"
 
     def _shape(self, problem: Problem) -> GemmShape:
@@ -33,7 +34,7 @@ class ImplicitGemm(Algorithm):
     def configs(self, problem, device):
         shape = self._shape(problem)
         return gemm_tiles(shape.M, shape.N, limits.of(device), problem.itemsize, groups=problem.geometry.groups,
-                          vector_first=vector_first(problem, shape))
+                          vector_first=vector_first(problem, shape), layout=problem.layout)
 
     def plan(self, problem, config, device):
         calls, workspaces = gemm_calls(problem, self._shape(problem), tile_config(config), problem.index_type(),

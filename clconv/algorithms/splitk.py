@@ -6,7 +6,7 @@ it runs a handful of work-groups."""
 from __future__ import annotations
 
 from .. import limits, settings
-from ..plan import Plan, Problem, rounded
+from ..plan import LAYOUTS, Plan, Problem, rounded
 from .base import Algorithm
 from .gemm import gemm_calls, gemm_tiles, tile_config, tile_extent, vector_first, weight_shape
 from .reduce import splitk_sum
@@ -15,6 +15,7 @@ from .reduce import splitk_sum
 class SplitK(Algorithm):
     name = "splitk"
     passes = ("backward_weight",)
+    layouts = LAYOUTS
     description = ("weight gradient with the batch x pixel contraction cut into pieces of whole TK steps, "
                    "summed by a second kernel in a fixed order")
     MIN_PIECE = 256  # contraction per piece below which the extra partial traffic does not pay
@@ -60,7 +61,7 @@ class SplitK(Algorithm):
         # The split supplies the parallelism, so rank tiles by edge waste and reuse alone (a huge
         # group count switches off gemm_tiles' fill-the-device term); then the best split per tile.
         out = []
-        for tile in gemm_tiles(shape.M, shape.N, limits.of(device), problem.itemsize, groups=1 << 20,
+        for tile in gemm_tiles(shape.M, shape.N, limits.of(device), problem.itemsize, groups=1 << 20, layout=problem.layout,
                                vector_first=vector_first(problem, shape)):
             splits = self.splits_for(problem, device, tile)
             if splits:

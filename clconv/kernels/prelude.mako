@@ -195,9 +195,40 @@ inline void clc_store_result(__global clc_data* out, clc_idx at, clc_real v, __g
 % endif
     clc_st(out, at, v);
 }
+% if not epilogue.is_identity:
+% for n in (2, 4, 8, 16):
+${result_vector(epilogue, bias, n)}
+% endfor
+% endif
 </%def>
 
-## n results of one channel at out[0..n), from the clc_real vector `value` (a statement).
+## The epilogue on n consecutive results of one channel at out[0..n) (residual[0..n) beside them):
+## the same formula as clc_store_result on a vector, so that a vector store inlines one copy of the
+## activation rather than n (16-lane CPU GEMMs would otherwise inline hundreds).
+<%def name="result_vector(epilogue, bias, n)">
+inline void clc_store_result${n}(__global clc_data* out, ${real}${n} v, __global const clc_data* bias,
+                                 clc_idx channel, __global const clc_data* residual)
+{
+% if epilogue.alpha != 1.0:
+    v *= ${c_literal(epilogue.alpha)};
+% endif
+% if bias:
+    v += clc_ld(bias, channel);
+% endif
+% if epilogue.residual and epilogue.beta == 1.0:
+    v += ${vload(n, "residual")};
+% elif epilogue.residual:
+    v = fma((${real}${n})(${c_literal(epilogue.beta)}), ${vload(n, "residual")}, v);
+% endif
+% if epilogue.activation is not None:
+    v = ${ACTIVATIONS[epilogue.activation].c};
+% endif
+    ${vstore(n, "v", "out")}
+}
+</%def>
+
+## n results of one channel at out[0..n), from the clc_real vector `value` (a statement); n is 1,
+## 2, 4, 8 or 16.
 <%def name="store_result_vec(n, out, value, bias_ptr, channel, residual_ptr)">\
 % if n == 1:
 clc_store_result(${out}, 0, ${value}, ${bias_ptr}, ${channel}, ${residual_ptr});\
@@ -206,7 +237,7 @@ ${vstore(n, value, out)}\
 % elif epilogue.is_identity:
 ${vstore(n, f"({value}) + ({real}{n})(clc_ld({bias_ptr}, {channel}))", out)}\
 % else:
-{ const ${real}${n} clc_v = ${value};${"".join(f" clc_store_result({out}, {i}, clc_v.s{'0123456789abcdef'[i]}, {bias_ptr}, {channel}, {residual_ptr});" for i in range(n))} }\
+clc_store_result${n}(${out}, ${value}, ${bias_ptr}, ${channel}, ${residual_ptr});\
 % endif
 </%def>
 

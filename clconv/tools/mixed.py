@@ -7,6 +7,7 @@ allocated by clconv, one synchronisation at the end), in milliseconds per call:
   the runner each would run beside it;
 * PyTorch on the same device the same way: float32 (NCHW, cuDNN, TF32 off) and float16 in
   channels_last (what mixed-precision users run);
+* clconv in float32 with ``layout="channels_last"`` (and PyTorch's channels_last float32);
 * the epilogue, float32: the convolution alone; ``conv2d(x, w, b, activation="relu", residual=r)``
   fused; and the same result by separate kernels (the convolution with its bias, then
   ``y + r`` and the relu as pyopencl element-wise kernels).
@@ -62,60 +63,73 @@ def _kernel_ms(problem: Problem, queue: cl.CommandQueue, repeats: int) -> float:
 def bench(queue: cl.CommandQueue, batch_scale: float, repeats: int, torch: Any) -> list[dict]:
     rng = np.random.default_rng(0)
     rows = []
-    dtypes = ["float32", "float16"] + (["bfloat16"] if bfloat16() is not None else [])
-    on_gpu = torch is not None and torch.cuda.is_available()
-    for name, batch, cin, size, cout, k, stride, pad, groups in LAYERS:
-        batch = max(1, int(round(batch * batch_scale)))
-        args = dict(stride=stride, padding=pad, groups=groups)
-        row: dict[str, Any] = {"layer": name, "batch": batch}
-        g = resolve_conv(2, (batch, cin, size, size), (cout, cin // groups, k, k), (cout,), stride, pad, 1,
-                         groups).geometry
-        host = {"x": rng.standard_normal((batch, cin, size, size)),
-                "w": rng.standard_normal((cout, cin // groups, k, k)) / math.sqrt(cin // groups * k * k),
-                "b": rng.standard_normal(cout), "r": rng.standard_normal(g.output_shape)}
-        sync = queue.finish
-        for dtype in dtypes:
-            arrays = {key: cl_array.to_device(queue, value.astype(numpy_dtype(dtype))) for key, value in host.items()}
-            x, w = arrays["x"], arrays["w"]
-            clconv.conv2d(x, w, **args).get()  # the first call (plan, build) stays out
-            row[f"clconv_{dtype}_ms"] = 1e3 * stream_seconds_per_call(lambda: clconv.conv2d(x, w, **args), sync,
-                                                                      STREAM_CALLS, repeats)
-            row[f"clconv_{dtype}_kernel_ms"] = _kernel_ms(Problem(g, "forward", dtype), queue, repeats)
-            if dtype == "float32":
-                b, r = arrays["b"], arrays["r"]
-                fused = lambda: clconv.conv2d(x, w, b, activation="relu", residual=r, **args)  # noqa: E731
-                fused().get()
-
-                relu = ElementwiseKernel(queue.context, "float *z, const float *y", "z[i] = y[i] < 0 ? 0 : y[i]",
-                                         "clconv_bench_relu")
-
-                def separate():  # the convolution with its bias, then the residual and the activation
-                    summed = clconv.conv2d(x, w, b, **args) + r
-                    relu(summed, summed)
-                    return summed
-
-                separate().get()
-                row["fused_ms"] = 1e3 * stream_seconds_per_call(fused, sync, STREAM_CALLS, repeats)
-                row["separate_ms"] = 1e3 * stream_seconds_per_call(separate, sync, STREAM_CALLS, repeats)
-                epilogue = Epilogue("relu", residual=True)
-                row["fused_kernel_ms"] = _kernel_ms(Problem(g, "forward", dtype, bias=True, epilogue=epilogue),
-                                                    queue, repeats)
-                row["conv_bias_kernel_ms"] = _kernel_ms(Problem(g, "forward", dtype, bias=True), queue, repeats)
-        if on_gpu:
-            torch.backends.cudnn.allow_tf32 = False
-            torch.backends.cuda.matmul.allow_tf32 = False
-            torch.backends.cudnn.benchmark = True
-            F = torch.nn.functional
-            for label, dtype, fmt in (("torch_float32_ms", torch.float32, torch.contiguous_format),
-                                      ("torch_float16_cl_ms", torch.float16, torch.channels_last)):
-                tx = torch.tensor(host["x"], device="cuda", dtype=dtype).to(memory_format=fmt)
-                tw = torch.tensor(host["w"], device="cuda", dtype=dtype).to(memory_format=fmt)
-                call = lambda tx=tx, tw=tw: F.conv2d(tx, tw, **args)  # noqa: E731
-                time_torch(torch, call, 3, True)  # warm-up: cudnn.benchmark's search
-                row[label] = 1e3 * stream_seconds_per_call(call, torch.cuda.synchronize, STREAM_CALLS, repeats)
+    for layer in LAYERS:
+        row = bench_layer(queue, layer, batch_scale, repeats, torch, rng)
         rows.append(row)
         print(_line(row), flush=True)
     return rows
+
+
+def bench_layer(queue: cl.CommandQueue, layer: tuple, batch_scale: float, repeats: int, torch: Any,
+                rng: np.random.Generator) -> dict:
+    """One row: every column of one layer of LAYERS."""
+    name, batch, cin, size, cout, k, stride, pad, groups = layer
+    batch = max(1, int(round(batch * batch_scale)))
+    args = dict(stride=stride, padding=pad, groups=groups)
+    row: dict[str, Any] = {"layer": name, "batch": batch}
+    g = resolve_conv(2, (batch, cin, size, size), (cout, cin // groups, k, k), (cout,), stride, pad, 1,
+                     groups).geometry
+    host = {"x": rng.standard_normal((batch, cin, size, size)),
+            "w": rng.standard_normal((cout, cin // groups, k, k)) / math.sqrt(cin // groups * k * k),
+            "b": rng.standard_normal(cout), "r": rng.standard_normal(g.output_shape)}
+
+    def stream_ms(call) -> float:
+        call()  # the first call (plan, build) stays out
+        queue.finish()
+        return 1e3 * stream_seconds_per_call(call, queue.finish, STREAM_CALLS, repeats)
+
+    dtypes = ["float32", "float16"] + (["bfloat16"] if bfloat16() is not None else [])
+    for dtype in dtypes:
+        arrays = {key: cl_array.to_device(queue, value.astype(numpy_dtype(dtype))) for key, value in host.items()}
+        x, w = arrays["x"], arrays["w"]
+        row[f"clconv_{dtype}_ms"] = stream_ms(lambda x=x, w=w: clconv.conv2d(x, w, **args))
+        row[f"clconv_{dtype}_kernel_ms"] = _kernel_ms(Problem(g, "forward", dtype), queue, repeats)
+    # float32 in channels_last: the activations stored (N, H, W, C)
+    x, w, b, r = (cl_array.to_device(queue, host[key].astype(np.float32)) for key in ("x", "w", "b", "r"))
+    x_last = cl_array.to_device(queue, np.ascontiguousarray(np.moveaxis(host["x"], 1, -1)).astype(np.float32))
+    row["clconv_float32_nhwc_ms"] = stream_ms(lambda: clconv.conv2d(x_last, w, layout="channels_last", **args))
+    row["clconv_float32_nhwc_kernel_ms"] = _kernel_ms(Problem(g, "forward", "float32", layout="channels_last"),
+                                                      queue, repeats)
+    # the epilogue, fused and by separate kernels
+    relu = ElementwiseKernel(queue.context, "float *z, const float *y", "z[i] = y[i] < 0 ? 0 : y[i]",
+                             "clconv_bench_relu")
+
+    def separate():  # the convolution with its bias, then the residual and the activation
+        summed = clconv.conv2d(x, w, b, **args) + r
+        relu(summed, summed)
+        return summed
+
+    row["fused_ms"] = stream_ms(lambda: clconv.conv2d(x, w, b, activation="relu", residual=r, **args))
+    row["separate_ms"] = stream_ms(separate)
+    fused = Problem(g, "forward", "float32", bias=True, epilogue=Epilogue("relu", residual=True))
+    row["fused_kernel_ms"] = _kernel_ms(fused, queue, repeats)
+    row["conv_bias_kernel_ms"] = _kernel_ms(Problem(g, "forward", "float32", bias=True), queue, repeats)
+    if torch is not None and torch.cuda.is_available():
+        torch.backends.cudnn.allow_tf32 = False
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.benchmark = True
+        for label, dtype, fmt in (("torch_float32_ms", torch.float32, torch.contiguous_format),
+                                  ("torch_float32_nhwc_ms", torch.float32, torch.channels_last),
+                                  ("torch_float16_cl_ms", torch.float16, torch.channels_last)):
+            tx = torch.tensor(host["x"], device="cuda", dtype=dtype).to(memory_format=fmt)
+            tw = torch.tensor(host["w"], device="cuda", dtype=dtype).to(memory_format=fmt)
+
+            def call(tx=tx, tw=tw):
+                return torch.nn.functional.conv2d(tx, tw, **args)
+
+            time_torch(torch, call, 3, True)  # warm-up: cudnn.benchmark's search
+            row[label] = 1e3 * stream_seconds_per_call(call, torch.cuda.synchronize, STREAM_CALLS, repeats)
+    return row
 
 
 def _line(row: dict) -> str:
@@ -124,7 +138,8 @@ def _line(row: dict) -> str:
         return f"{value:8.3f}" if value is not None else "       -"
     return (f"{row['layer']:32s} f32 {ms('clconv_float32_ms')} ({ms('clconv_float32_kernel_ms')}) "
             f"f16 {ms('clconv_float16_ms')} ({ms('clconv_float16_kernel_ms')}) "
-            f"bf16 {ms('clconv_bfloat16_ms')} | torch f32 {ms('torch_float32_ms')} f16-cl {ms('torch_float16_cl_ms')} "
+            f"bf16 {ms('clconv_bfloat16_ms')} nhwc {ms('clconv_float32_nhwc_ms')} ({ms('clconv_float32_nhwc_kernel_ms')}) "
+            f"| torch f32 {ms('torch_float32_ms')} f16-cl {ms('torch_float16_cl_ms')} "
             f"| conv+b {ms('conv_bias_kernel_ms')} fused {ms('fused_ms')} ({ms('fused_kernel_ms')}) "
             f"separate {ms('separate_ms')}")
 
@@ -138,6 +153,8 @@ def summary(rows: list[dict]) -> dict:
         "float16_over_float32_stream": geomean([r["clconv_float16_ms"] / r["clconv_float32_ms"] for r in rows]),
         "float16_over_float32_kernel": geomean([r["clconv_float16_kernel_ms"] / r["clconv_float32_kernel_ms"]
                                                 for r in rows]),
+        "nhwc_over_nchw_kernel": geomean([r["clconv_float32_nhwc_kernel_ms"] / r["clconv_float32_kernel_ms"]
+                                          for r in rows]),
         "fused_over_conv_bias_kernel": geomean([r["fused_kernel_ms"] / r["conv_bias_kernel_ms"] for r in rows]),
         "fused_over_separate_stream": geomean([r["fused_ms"] / r["separate_ms"] for r in rows]),
     }
@@ -167,8 +184,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"clconv {clconv.__version__} on {queue.device.name.strip()!r}; ms per call in a stream of {STREAM_CALLS} "
           f"(kernel-event ms in brackets)")
     rows = bench(queue, args.batch_scale, args.repeats, torch)
-    result = {"device": queue.device.name.strip(), "rows": rows, "summary": summary(rows)}
-    for key, value in result["summary"].items():
+    totals = summary(rows)
+    result = {"device": queue.device.name.strip(), "rows": rows, "summary": totals}
+    for key, value in totals.items():
         print(f"{key}: {value:.3f}" if value is not None else f"{key}: -")
     if args.json:
         with open(args.json, "w") as f:

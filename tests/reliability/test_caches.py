@@ -281,7 +281,7 @@ def _user_templates(tmp_path: Path, name: str, edit=None) -> Path:
 def _after_prelude(marker: str):
     """An edit that adds ``marker`` right after the prelude call, where it reaches the rendered source."""
     def edit(text: str) -> str:
-        anchor = "${prelude.header(geom, real, index)}\n"
+        anchor = "${prelude.header(geom, real, index, data, epilogue, bias)}\n"
         assert anchor in text
         return text.replace(anchor, anchor + marker + "\n", 1)
     return edit

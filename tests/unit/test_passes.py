@@ -35,6 +35,8 @@ def test_shapes_and_lengths_follow_the_geometry(case):
     assert PASS_TABLE["forward"].bias_channels(g) == g.out_channels
     assert PASS_TABLE["backward_data"].bias_channels(g) == g.in_channels  # a transposed op's output channels
     assert PASS_TABLE["forward"].shape("bias", g) == (g.out_channels,)
+    assert PASS_TABLE["forward"].shape("residual", g) == g.output_shape  # the epilogue's: the result's shape
+    assert PASS_TABLE["backward_data"].shape("residual", g) == g.input_shape
     lengths = {p: PASS_TABLE[p].reduction_length(g) for p in PASSES}
     assert lengths == {"forward": g.cin_per_group * g.kernel_volume,
                        "backward_data": g.cout_per_group * g.kernel_volume,
@@ -47,8 +49,8 @@ def test_op_families_match_the_public_ops(family):
     op = OPS[family]
     assert op.family == family and op.spec is PASS_TABLE[op.pass_]
     roles = set(op.roles.values())
-    assert set(op.spec.inputs) <= roles and roles <= {*op.spec.inputs, "bias"}
-    assert ("bias" in roles) <= op.spec.takes_bias
+    assert set(op.spec.inputs) <= roles and roles <= {*op.spec.inputs, "bias", "residual"}
+    assert ("bias" in roles) <= op.spec.takes_bias and ("residual" in roles) == ("bias" in roles)
     for ndim in (1, 2, 3):
         parameters = inspect.signature(op_function(family, ndim)).parameters
         assert set(op.roles) <= set(parameters), (family, ndim)

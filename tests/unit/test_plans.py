@@ -33,7 +33,7 @@ def test_every_plan_reads_its_operands_and_workspaces_and_writes_its_result(queu
             label = f"{param_id(case, pass_, name)} {config}"
             assert plan.problem == problem and plan.algorithm == name and plan.calls, label
             spec = problem.spec
-            allowed = {*spec.inputs, spec.result, *plan.workspaces} | ({"bias"} if spec.takes_bias else set())
+            allowed = {*spec.inputs, spec.result, *plan.workspaces} | ({"bias", "residual"} if spec.takes_bias else set())
             roles = [arg.role for arg in _args(plan)]
             assert set(roles) <= allowed, (label, roles)
             assert spec.result in roles, f"{label}: no call writes {spec.result}"

@@ -341,7 +341,7 @@ def test_edit_in_the_same_process_is_picked_up(tmp_path, monkeypatch, rng):
     prepared-kernel caches key on ``clconv.templates.generation()`` (the user templates' times and
     sizes) and Mako's compiled modules are named by file time and size, so an edit made within the
     same second as the previous build is still seen."""
-    store = "    y_base[y_off + nc * CLC_OP + p] = acc;"
+    store = "    clc_store_result(y_base + y_off, CLC_Y_AT(b, channel, p), acc,"
     folder = _user_templates(tmp_path, "direct.mako")
     monkeypatch.setenv("CLCONV_TEMPLATE_PATH", str(folder))
     monkeypatch.setenv("CLCONV_CACHE_DIR", str(tmp_path / "cache"))  # the edited program is on no disk yet
@@ -352,7 +352,7 @@ def test_edit_in_the_same_process_is_picked_up(tmp_path, monkeypatch, rng):
     np.testing.assert_allclose(clconv.conv2d(x, w, padding=1, algorithm="direct"), ref, rtol=1e-5, atol=1e-5)
     source = (folder / "direct.mako").read_text()
     assert store in source, "the forward store line of direct.mako changed; update this test"
-    (folder / "direct.mako").write_text(source.replace(store, "    y_base[y_off + nc * CLC_OP + p] = acc + 1;"))
+    (folder / "direct.mako").write_text(source.replace(store, "    clc_store_result(y_base + y_off, CLC_Y_AT(b, channel, p), acc + 1,"))
 
     builds = stats.source_builds
     edited = clconv.conv2d(x, w, padding=1, algorithm="direct")

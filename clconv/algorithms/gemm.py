@@ -209,7 +209,7 @@ def gemm(problem: Problem, shape: GemmShape, tile: dict, index: str, launches: i
         return _cpu_gemm(problem, shape, tile, index, launches)
     geometry = problem.geometry
     src = source(
-        "gemm.mako", problem, index,
+        "gemm.mako", problem, index, writes_result=shape.c_view == "c_nchw",
         M=shape.M, N=shape.N, K=shape.K, KSPLIT=shape.ksplit or shape.K,
         a_view=shape.a_view, b_view=shape.b_view, c_view=shape.c_view,
         a_kfast=shape.a_kfast, b_nfast=shape.b_nfast, a=shape.a, b=shape.b, c=shape.c,
@@ -262,7 +262,7 @@ def _cpu_gemm(problem: Problem, shape: GemmShape, tile: dict, index: str, launch
     if packed and problem.geometry.needs_int64(pack_bytes // problem.itemsize):
         index = "long"
     src = source(
-        "gemm_cpu.mako", problem, index,
+        "gemm_cpu.mako", problem, index, writes_result=shape.c_view == "c_nchw",
         M=shape.M, N=shape.N, K=shape.K, KSPLIT=shape.ksplit or shape.K,
         a_view=shape.a_view, b_view=shape.b_view, c_view=shape.c_view, a=shape.a, b=shape.b, c=shape.c,
         b_row=b_row, RUN=run, WM=tile["WM"], VN=tile["VN"], LM=lm, A_PACKED=packed,
@@ -292,7 +292,7 @@ def tile_config(config: Mapping[str, Any]) -> dict:
 # -- the GEMM shapes of each pass ---------------------------------------------------------------
 
 
-def forward_shape(g: ConvGeometry, b_view: str, bias: bool, chunk_batch: int | None = None) -> GemmShape:
+def forward_shape(g: ConvGeometry, b_view: str, chunk_batch: int | None = None) -> GemmShape:
     """y[b][g*CO + m][po] = sum_k W[g][m][k] * B[k][(b, po)]."""
     K = g.cin_per_group * (1 if b_view == "b_input_pointwise" else g.kernel_volume)
     batch = chunk_batch or g.batch
@@ -301,18 +301,18 @@ def forward_shape(g: ConvGeometry, b_view: str, bias: bool, chunk_batch: int | N
         M=g.cout_per_group, N=N, K=K,
         a_view="a_weight", b_view=b_view, c_view="c_nchw", a_kfast=True, b_nfast=True,
         a={}, b={"K": K, "N": N}, c={"M": g.cout_per_group, "channels": g.out_channels,
-                                       "pixels": g.out_pixels, "bias": bias},
+                                       "pixels": g.out_pixels},
     )
 
 
-def backward_data_shape(g: ConvGeometry, bias: bool) -> GemmShape:
+def backward_data_shape(g: ConvGeometry) -> GemmShape:
     """dx[b][g*CI + m][pi] = sum_(co,tap) W[g*CO+co][m][tap] * dy-gathered[(co,tap)][(b, pi)]."""
     K = g.cout_per_group * g.kernel_volume
     return GemmShape(
         M=g.cin_per_group, N=g.batch * g.in_pixels, K=K,
         a_view="a_weight_bwd_data", b_view="b_grad_output_gather", c_view="c_nchw",
         a_kfast=True, b_nfast=True, a={}, b={},
-        c={"M": g.cin_per_group, "channels": g.in_channels, "pixels": g.in_pixels, "bias": bias},
+        c={"M": g.cin_per_group, "channels": g.in_channels, "pixels": g.in_pixels},
     )
 
 

@@ -57,7 +57,7 @@ class Im2col(Algorithm):
     def _shape(self, problem, nb):
         g = problem.geometry
         if problem.pass_ == "forward":
-            return forward_shape(g, "b_columns", problem.bias, chunk_batch=nb)
+            return forward_shape(g, "b_columns", chunk_batch=nb)
         if problem.pass_ == "backward_weight":
             # one chunk for the whole batch has nothing to add onto: a plain store, which C stored
             # as float16/bfloat16 (the call's dw, not a clc_real workspace) needs

@@ -26,9 +26,9 @@ class ImplicitGemm(Algorithm):
     def _shape(self, problem: Problem) -> GemmShape:
         g = problem.geometry
         if problem.pass_ == "forward":
-            return forward_shape(g, "b_input_unfold", problem.bias)
+            return forward_shape(g, "b_input_unfold")
         if problem.pass_ == "backward_data":
-            return backward_data_shape(g, problem.bias)
+            return backward_data_shape(g)
         return weight_shape(g, "b_input_unfold_t")
 
     def configs(self, problem, device):
@@ -55,7 +55,7 @@ class Gemm1x1(ImplicitGemm):
     def _shape(self, problem):
         g = problem.geometry
         if problem.pass_ == "forward":
-            return forward_shape(g, "b_input_pointwise", problem.bias)
+            return forward_shape(g, "b_input_pointwise")
         if problem.pass_ == "backward_data":
-            return backward_data_shape(g, problem.bias)  # the gather view with one tap
+            return backward_data_shape(g)  # the gather view with one tap
         return weight_shape(g, "b_input_pointwise_t")

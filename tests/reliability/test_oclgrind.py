@@ -73,6 +73,7 @@ def child(which: str, every_config: bool) -> int:
     from clconv.planner import prepare
     from clconv.tensors import to_operand
     from cases import every_pass_algorithm, param_id
+    from clconv.passes import OPS
     from helpers import assert_matches, poisoned
 
     import time
@@ -133,6 +134,27 @@ def child(which: str, every_config: bool) -> int:
             note(f"{param_id(case, pass_, algorithm)} {config}")
             assert_matches(result, ref, length)
             runs += 1
+    # float16 storage, channels-last activations and the fused epilogue (a residual read, relu) on
+    # the first case: the loads, stores and residual reads they add, under the same checks
+    from dataclasses import replace
+
+    half = replace(oclgrind_cases(which)[0], dtype="float16")
+    for case, pass_, algorithm in every_pass_algorithm(queue.device, [half]):
+        family = case.family(pass_)
+        operands = case.operands(pass_, rng)
+        ref = case.reference(pass_, operands)
+        result_role = OPS[family].spec.result
+        options: dict = dict(layout="channels_last")
+        if family in ("conv", "conv_transpose"):
+            residual = rng.standard_normal(ref.shape).astype(np.float16)
+            options.update(activation="relu", residual=case.channels_last(residual, result_role))
+            ref = np.maximum(ref + residual, 0)
+        last = {role: case.channels_last(value, role) for role, value in operands.items()}
+        result = case.call(family, last, algorithm=algorithm, **options)
+        note(f"{param_id(case, pass_, algorithm)} float16 channels_last {options.get('activation')}")
+        got = result if result_role == "dw" else case.channels_first(result)  # dw has no layout
+        assert_matches(got, ref, case.reduction_length(pass_), "float16")
+        runs += 1
     print(f"clconv-oclgrind: {runs} runs checked", flush=True)
     return runs
 
@@ -190,9 +212,10 @@ def test_oclgrind_reports_an_out_of_bounds_write(tmp_path):
     _require_oclgrind()
     builtin = TESTS.parent / "clconv" / "kernels" / "direct.mako"
     text = builtin.read_text()
-    marker = "    y_base[y_off + nc * CLC_OP + p] = acc;"
+    marker = "    clc_store_result(y_base + y_off, CLC_Y_AT(b, channel, p), acc,"
     assert marker in text, "direct.mako changed: update this test's injected bug"
-    (tmp_path / "direct.mako").write_text(text.replace(marker, marker + "\n    if (p == 0 && nc == 0) y_base[y_off + CLC_N * CLC_COUT * CLC_OP] = acc;"))
+    bug = "    if (p == 0 && nc == 0) clc_st(y_base + y_off, (clc_idx)CLC_N * CLC_COUT * CLC_OP, acc);\n"
+    (tmp_path / "direct.mako").write_text(text.replace(marker, bug + marker))
     script = tmp_path / "oob.py"
     script.write_text(
         "import numpy as np, clconv\n"

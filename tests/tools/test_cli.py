@@ -119,8 +119,8 @@ def test_template_tweaking_workflow_copy_edit_render_check(tmp_path, monkeypatch
 
 def test_check_fails_a_broken_template(tmp_path, monkeypatch):
     """A template tweak that computes the wrong thing is caught: FAIL and exit status 1."""
-    _copy_direct_template(tmp_path, ("y_base[y_off + nc * CLC_OP + p] = acc;",
-                                     "y_base[y_off + nc * CLC_OP + p] = 2 * acc;"))
+    _copy_direct_template(tmp_path, ("clc_store_result(y_base + y_off, CLC_Y_AT(b, channel, p), acc,",
+                                     "clc_store_result(y_base + y_off, CLC_Y_AT(b, channel, p), 2 * acc,"))
     monkeypatch.setenv("CLCONV_TEMPLATE_PATH", str(tmp_path))
     code, text = run_cli("check", "conv2d", "--input", "1,2,5,6", "--weight", "2,2,2,3", "--algorithm", "direct")
     assert code == 1

@@ -138,13 +138,14 @@ def guarded(queue, shape, dtype=np.float32, inner: np.ndarray | None = None) -> 
 def run_prepared(queue, rng: np.random.Generator, problem, algorithm, config: dict):
     """Prepare ``algorithm`` with ``config`` for ``problem`` (its dtype; a bias if it has one), run it
     on fresh random data into a NaN-poisoned output, compare with the float64 reference; return
-    the runner.  For tests of one algorithm's configurations, below the public ops.
+    the runner.  A channels-last problem gets its activations stored channels-last.  For tests of one algorithm's configurations, below the public ops.
 
     A configuration the test names that needs larger work-groups than the device grants (Mesa's
     llvmpipe grants 32 work-items) skips, saying so; those the algorithm offers must fit and run."""
     import pytest
 
     from clconv import planner, reference
+    from clconv.dtypes import numpy_dtype
     from clconv.runtime import Operand
 
     fit = limits.of(queue.device, queue.context)
@@ -153,18 +154,27 @@ def run_prepared(queue, rng: np.random.Generator, problem, algorithm, config: di
     if too_large and config not in algorithm.configs(problem, queue.device):
         pytest.skip(f"{algorithm.name} {config} needs work-groups of {too_large[0]}; {queue.device.name!r} grants "
                     f"{fit.work_group} work-items")
-    g, dtype, spec = problem.geometry, np.dtype(problem.dtype), problem.spec
+    g, dtype, spec = problem.geometry, numpy_dtype(problem.dtype), problem.spec
     roles = (*spec.inputs, "bias") if problem.bias else spec.inputs
     host = {role: random(rng, spec.shape(role, g), dtype) for role in roles}
+
+    def channels_last(role):  # activations are stored (N, *spatial, C) in a channels-last problem
+        return problem.layout == "channels_last" and role in ("x", "dx", "y", "dy", "residual")
+
+    def stored(role, value):
+        return np.ascontiguousarray(np.moveaxis(value, 1, -1)) if channels_last(role) else value
+
     mf = cl.mem_flags
-    operands = {role: Operand(cl.Buffer(queue.context, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=value))
+    operands = {role: Operand(cl.Buffer(queue.context, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=stored(role, value)))
                 for role, value in host.items()}
-    out = np.full(spec.result_shape(g), np.nan, dtype)
+    out = stored(spec.result, np.full(spec.result_shape(g), np.nan, dtype))
     operands[spec.result] = Operand(cl.Buffer(queue.context, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=out))
     runner = planner.prepare(problem, algorithm, config, queue)
     cl.wait_for_events(runner.run(queue, operands))
     cl.enqueue_copy(queue, out, operands[spec.result].buffer)
     queue.finish()
+    if channels_last(spec.result):
+        out = np.moveaxis(out, -1, 1)
     a, b = (host[role].astype(np.float64) for role in spec.inputs)
     ref = reference.run_pass(problem.pass_, g, a, b, host["bias"].astype(np.float64) if problem.bias else None)
     assert_matches(out, ref, spec.reduction_length(g), dtype)

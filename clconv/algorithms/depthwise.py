@@ -10,7 +10,8 @@ cache, and a fixed-order second kernel adds the slices (kernels/depthwise.mako, 
 from __future__ import annotations
 
 from .. import limits, settings
-from ..plan import LAYOUTS, Arg, Plan
+from ..limits import pow2_at_most
+from ..plan import CHANNELS_FIRST, LAYOUTS, Arg, Plan
 from .base import Algorithm, call, source
 from .reduce import splitk_sum
 
@@ -43,21 +44,27 @@ class DepthwiseWgrad(Algorithm):
         for wg in (256, 128, 64, 32, 16, 8):
             if not fit.fits((wg, 1)) or g.kernel_volume * wg * problem.itemsize > fit.local_mem // 2:
                 continue
-            # enough work-groups to fill the device several times over, each with real work
-            wanted = -(-8 * fit.compute_units // g.out_channels)
-            slices = max(1, min(wanted, total // (4 * wg), 1024))
+            # channels-last: neighbouring work-items on neighbouring channels (coalesced on GPUs),
+            # up to 32 of them, fewer where the layer has fewer channels
+            lanes = 1 if problem.layout == CHANNELS_FIRST else min(32, wg, pow2_at_most(g.out_channels))
+            # enough work-groups to fill the device several times over, each work-item with real work
+            wanted = -(-8 * fit.compute_units // -(-g.out_channels // lanes))
+            slices = max(1, min(wanted, total // (4 * (wg // lanes)), 1024))
             if slices * g.out_channels * g.kernel_volume * problem.itemsize > settings.workspace_limit(device):
                 slices = 1
-            out.append({"wg": wg, "slices": slices})
+            config = {"wg": wg, "slices": slices}
+            if lanes > 1:
+                config["lanes"] = lanes
+            out.append(config)
         return out[:2] if fit.gpu else out[:1]
 
     def plan(self, problem, config, device):
         g = problem.geometry
-        wg, slices = config["wg"], config["slices"]
+        wg, slices, lanes = config["wg"], config["slices"], config.get("lanes", 1)
         elements = g.out_channels * g.kernel_volume
         index = problem.index_type(slices * elements)
-        src = source("depthwise.mako", problem, index, writes_result=False, wg=wg, slices=slices)
-        partials = call(src, "clc_depthwise_wgrad", (slices * wg, g.out_channels), (wg, 1),
+        src = source("depthwise.mako", problem, index, writes_result=False, wg=wg, slices=slices, lanes=lanes)
+        partials = call(src, "clc_depthwise_wgrad", (slices * wg, -(-g.out_channels // lanes)), (wg, 1),
                         Arg("x"), Arg("dy"), Arg("partial", with_offset=False))
         return Plan(problem, self.name, config, (partials, splitk_sum(problem, index, slices, elements)),
                     {"partial": slices * elements * problem.itemsize})

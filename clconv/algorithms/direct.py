@@ -5,8 +5,11 @@ from __future__ import annotations
 from .. import limits
 from ..limits import pow2_at_most
 from ..passes import PASSES
-from ..plan import LAYOUTS, Arg, Plan, rounded
+from ..plan import CHANNELS_FIRST, LAYOUTS, Arg, Plan, rounded
 from .base import Algorithm, call, pass_args, source
+
+
+ROWS = 4  # output rows per work-item of the strip forward (clc_direct_forward_rows)
 
 
 class Direct(Algorithm):
@@ -23,19 +26,29 @@ class Direct(Algorithm):
             return [{"wg": wg} for wg in dict.fromkeys((top, max(top // 4, 1)))]
         # best guess first: 256 won every direct layer-pass measured on an H200 (docs/performance.md);
         # a device granting fewer work-items (32 on llvmpipe) gets the largest power of two it allows
-        return [{"wg": wg} for wg in fit.widest(*((256, 64) if fit.gpu else (64, 256)))]
+        out = [{"wg": wg} for wg in fit.widest(*((256, 64) if fit.gpu else (64, 256)))]
+        if problem.pass_ == "forward" and fit.gpu and problem.geometry.out_size[1] >= 2 * ROWS:
+            # strips of output rows: each input row loaded once for all the kernel rows it feeds
+            out.insert(0, {"wg": out[0]["wg"], "rows": ROWS})
+        return out
 
     def plan(self, problem, config, device):
         g = problem.geometry
-        wg = config.get("wg", 64)
-        src = source("direct.mako", problem, wg=wg)
-        entry = f"clc_direct_{problem.pass_}"
+        wg, rows = config.get("wg", 64), config.get("rows", 1)
+        src = source("direct.mako", problem, wg=wg, rows=rows)
+        entry = f"clc_direct_{problem.pass_}" + ("_rows" if rows > 1 else "")
         if problem.pass_ == "backward_weight":
             launch = call(src, entry, (wg, g.weight_elements), (wg, 1), Arg("x"), Arg("dy"), Arg("dw"))
         else:
             # one work-item per element of the result: y (forward) or dx (data gradient)
             pixels, channels = ((g.out_pixels, g.out_channels) if problem.pass_ == "forward"
                                 else (g.in_pixels, g.in_channels))
-            launch = call(src, entry, (rounded(pixels, wg or 1), g.batch * channels), (wg, 1) if wg else None,
-                          *pass_args(problem, bias_fallback="w"))
+            if rows > 1:  # a work-item per strip of output rows at one column
+                od, oh, ow = g.out_size
+                pixels = od * -(-oh // rows) * ow
+            if problem.layout == CHANNELS_FIRST:
+                size, local = (rounded(pixels, wg or 1), g.batch * channels), (wg, 1)
+            else:  # the channel fastest: one flat range over the result (direct.mako's `element`)
+                size, local = (rounded(g.batch * pixels * channels, wg or 1),), (wg,)
+            launch = call(src, entry, size, local if wg else None, *pass_args(problem, bias_fallback="w"))
         return Plan(problem, self.name, config, (launch,))

@@ -26,10 +26,10 @@ class ImplicitGemm(Algorithm):
     def _shape(self, problem: Problem) -> GemmShape:
         g = problem.geometry
         if problem.pass_ == "forward":
-            return forward_shape(g, "b_input_unfold")
+            return forward_shape(g, "b_input_unfold", layout=problem.layout)
         if problem.pass_ == "backward_data":
-            return backward_data_shape(g)
-        return weight_shape(g, "b_input_unfold_t")
+            return backward_data_shape(g, problem.layout)
+        return weight_shape(g, "b_input_unfold_t", layout=problem.layout)
 
     def configs(self, problem, device):
         shape = self._shape(problem)
@@ -55,7 +55,7 @@ class Gemm1x1(ImplicitGemm):
     def _shape(self, problem):
         g = problem.geometry
         if problem.pass_ == "forward":
-            return forward_shape(g, "b_input_pointwise")
+            return forward_shape(g, "b_input_pointwise", layout=problem.layout)
         if problem.pass_ == "backward_data":
-            return backward_data_shape(g)  # the gather view with one tap
-        return weight_shape(g, "b_input_pointwise_t")
+            return backward_data_shape(g, problem.layout)  # the gather view with one tap
+        return weight_shape(g, "b_input_pointwise_t", layout=problem.layout)

@@ -32,7 +32,7 @@ class SplitK(Algorithm):
         even cut in whole 16-steps; unsplit, that VGG weight gradient ran 6.4x cuDNN)."""
         g = problem.geometry
         K = g.batch * g.out_pixels
-        shape = weight_shape(g, "b_input_unfold_t")
+        shape = weight_shape(g, "b_input_unfold_t", layout=problem.layout)
         tm, tn, tk = tile_extent(tile)
         tiles = -(-shape.M // tm) * -(-shape.N // tn) * g.groups
         target = 4 * limits.of(device).compute_units  # enough work-groups to fill the device, with slack
@@ -57,7 +57,7 @@ class SplitK(Algorithm):
         return reason
 
     def configs(self, problem, device):
-        shape = weight_shape(problem.geometry, "b_input_unfold_t")
+        shape = weight_shape(problem.geometry, "b_input_unfold_t", layout=problem.layout)
         # The split supplies the parallelism, so rank tiles by edge waste and reuse alone (a huge
         # group count switches off gemm_tiles' fill-the-device term); then the best split per tile.
         out = []
@@ -72,7 +72,8 @@ class SplitK(Algorithm):
         g = problem.geometry
         splits = config["splits"]
         tk = tile_extent(tile_config(config))[2]
-        shape = weight_shape(g, "b_input_unfold_t", ksplit=self.piece_length(g.batch * g.out_pixels, splits, tk))
+        shape = weight_shape(g, "b_input_unfold_t", ksplit=self.piece_length(g.batch * g.out_pixels, splits, tk),
+                             layout=problem.layout)
         elements = g.groups * shape.M * shape.N
         index = problem.index_type(elements * splits)
         calls, workspaces = gemm_calls(problem, shape, tile_config(config), index, "dy", "x", "partial")

@@ -1,13 +1,17 @@
 ## Depthwise weight gradient (C_in/groups = 1): a bandwidth-bound kernel.
 ##
 ## Entry point:
-##   clc_depthwise_wgrad: work-group (slice s, output channel co) sums, over its slice of the
-##   batch x output pixels, dy[b][co][p] times the input under each of the KV taps, into KV
-##   registers per work-item (dy read once, the input read through the cache); one tree reduction
-##   of all KV sums at once in local memory; partial[s][co][tap].  reduce.mako's clc_splitk_sum
-##   then adds the slices in a fixed order (deterministic: no atomics).
+##   clc_depthwise_wgrad: work-group (slice s, `lanes` output channels from co0) sums, over its
+##   slice of the batch x output pixels, dy[b][co][p] times the input under each of the KV taps,
+##   into KV registers per work-item (dy read once, the input read through the cache); one tree
+##   reduction of all KV sums at once in local memory; partial[s][co][tap].  reduce.mako's
+##   clc_splitk_sum then adds the slices in a fixed order (deterministic: no atomics).
+##   Channels-first, lanes = 1: the work-items of a group take neighbouring pixels of one channel.
+##   Channels-last, lanes > 1: work-item lid takes channel co0 + lid % lanes and every
+##   (wg / lanes)-th pixel from lid / lanes, so neighbouring work-items read neighbouring channels.
 ##
-## Parameters: geom, real, index, entries, wg (work-group size, a power of two), slices.
+## Parameters: geom, real, index, entries, wg (work-group size, a power of two), lanes (a power
+## of two dividing wg), slices.
 <%namespace name="prelude" file="prelude.mako"/>
 ${prelude.header(geom, real, index, data, epilogue, bias)}
 ${prelude.entry_points(self, entries)}\
@@ -23,20 +27,23 @@ void clc_depthwise_wgrad(__global const clc_data* restrict x_base, const long x_
                          __global const clc_data* restrict dy_base, const long dy_off,
                          __global clc_real* restrict partial)
 {
+<% PL = wg // lanes %>\
     __global const clc_data* restrict x = x_base + x_off;
     __global const clc_data* restrict dy = dy_base + dy_off;
     const int lid = get_local_id(0);
-    const clc_idx co = get_group_id(1);
+    const int lane = lid % ${lanes}, pl = lid / ${lanes};   /* channel lane, pixel lane */
+    const clc_idx co = (clc_idx)get_group_id(1) * ${lanes} + lane;
+    const bool live = co < CLC_COUT;   /* the last group of channels may reach past them */
     const clc_idx slice = get_group_id(0);
     const clc_idx g = co / CLC_CO;   /* the one input channel of this output channel's group */
     const clc_idx begin = slice * ${chunk};
-    const clc_idx end = min(begin + ${chunk}, (clc_idx)${total});
+    const clc_idx end = live ? min(begin + ${chunk}, (clc_idx)${total}) : begin;
 
     clc_real acc[${KV}];
     #pragma unroll
     for (int t = 0; t < ${KV}; ++t) acc[t] = (clc_real)0;
 
-    for (clc_idx p = begin + lid; p < end; p += ${wg}) {
+    for (clc_idx p = begin + pl; p < end; p += ${PL}) {
         const clc_idx b = p / CLC_OP, po = p % CLC_OP;
         CLC_SPLIT_OUT(po, od, oh, ow);
         const clc_real d = clc_ld(dy, CLC_Y_AT(b, co, po));
@@ -51,19 +58,23 @@ void clc_depthwise_wgrad(__global const clc_data* restrict x_base, const long x_
         }
     }
 
-    /* all KV sums reduced at once: one barrier per halving, not one set per tap */
+    /* all KV sums reduced at once over the pixel lanes: one barrier per halving, not one set per tap */
     __local clc_real red[${KV}][${wg}];
     #pragma unroll
     for (int t = 0; t < ${KV}; ++t) red[t][lid] = acc[t];
     barrier(CLK_LOCAL_MEM_FENCE);
-    for (int span = ${wg} / 2; span > 0; span >>= 1) {
+    for (int span = ${wg} / 2; span >= ${lanes}; span >>= 1) {
         if (lid < span) {
             #pragma unroll
             for (int t = 0; t < ${KV}; ++t) red[t][lid] += red[t][lid + span];
         }
         barrier(CLK_LOCAL_MEM_FENCE);
     }
-    if (lid < ${KV})
-        partial[(slice * CLC_COUT + co) * ${KV} + lid] = red[lid][0];
+    /* channel lane l's sums are in red[t][l]: the work-items write those lanes x KV sums */
+    for (int i = lid; i < ${lanes} * ${KV}; i += ${wg}) {
+        const int t = i / ${lanes}, l = i % ${lanes};
+        const clc_idx c = (clc_idx)get_group_id(1) * ${lanes} + l;
+        if (c < CLC_COUT) partial[(slice * CLC_COUT + c) * ${KV} + t] = red[t][l];
+    }
 }
 </%def>\

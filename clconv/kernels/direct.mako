@@ -1,10 +1,11 @@
 ## Direct convolution kernels: no workspace, no GEMM, every sum taken in a fixed order.
 ## Entry points:
 ##   clc_direct_forward          one work-item per output element
+##   clc_direct_forward_rows     one work-item per strip of `rows` output rows at one column
 ##   clc_direct_backward_data    one work-item per input-gradient element, gathering (no atomics)
 ##   clc_direct_backward_weight  one work-group per weight element, a tree reduction in local memory
 ## Parameters: geom, real, data, index, entries, epilogue, bias (the prelude's); wg, the
-## work-group size (clc_direct_backward_weight).
+## work-group size (clc_direct_backward_weight); rows (clc_direct_forward_rows).
 ## Unlike the other families, these kernels take no `restrict` arguments: with them, Intel's CPU
 ## compiler (OpenCL runtime 2026.22) crashed the process at the first launch of the float64 forward
 ## of a grouped layer (docs/portability.md).  The other families keep them: clang-based compilers
@@ -13,19 +14,35 @@
 ${prelude.header(geom, real, index, data, epilogue, bias)}
 ${prelude.entry_points(self, entries)}\
 ##
+## This work-item's result element: b, channel and pixel p.  Neighbouring work-items take
+## neighbouring elements of the result's layout (pixels channels-first, channels channels-last), so
+## that their loads and stores coalesce on GPUs.
+<%def name="element(pixels, channels)">\
+% if layout == "channels_last":
+    const clc_idx e = get_global_id(0);
+    if (e >= (clc_idx)CLC_N * ${pixels} * ${channels}) return;
+    const int channel = (int)(e % ${channels});
+    const clc_idx b = e / ((clc_idx)${pixels} * ${channels});
+    const clc_idx p = (e / ${channels}) % ${pixels};
+% else:
+    const clc_idx p = get_global_id(0);
+    if (p >= ${pixels}) return;
+    const clc_idx nc = get_global_id(1);          /* b * channels + channel */
+    const clc_idx b = nc / ${channels};
+    const int channel = (int)(nc % ${channels});
+% endif
+</%def>\
+##
 <%def name="clc_direct_forward()">
-/* global: (OP rounded up, N * COUT); x, w, bias, residual, y each with an element offset. */
+/* global: channels-first (OP rounded up, N * COUT), channels-last N * OP * COUT rounded up (the
+   channel fastest); x, w, bias, residual, y each with an element offset. */
 __kernel void clc_direct_forward(__global const clc_data* x_base, const long x_off,
                                  __global const clc_data* w_base, const long w_off,
                                  __global const clc_data* bias_base, const long bias_off,
                                  __global const clc_data* residual_base, const long residual_off,
                                  __global clc_data* y_base, const long y_off)
 {
-    const clc_idx p = get_global_id(0);
-    if (p >= CLC_OP) return;
-    const clc_idx nc = get_global_id(1);          /* b * COUT + channel */
-    const clc_idx b = nc / CLC_COUT;
-    const int channel = (int)(nc % CLC_COUT);
+${element("CLC_OP", "CLC_COUT")}
     const int g = channel / CLC_CO;
     CLC_SPLIT_OUT(p, od, oh, ow);
     __global const clc_data* restrict x = x_base + x_off + CLC_X_AT(b, g * CLC_CI, 0);
@@ -53,6 +70,79 @@ __kernel void clc_direct_forward(__global const clc_data* x_base, const long x_o
 }
 </%def>\
 ##
+<%def name="clc_direct_forward_rows()">
+<%
+    KD, KH, KW = geom.kernel
+    SH, DH = geom.stride[1], geom.dilation[1]
+    OD, OH, OW = geom.out_size
+    R = rows
+    STRIPS = -(-OH // R)
+    # the input rows a strip of R output rows reads, relative to its first: row u feeds output row
+    # r through kernel row kh wherever r * SH + kh * DH == u
+    U = (R - 1) * SH + (KH - 1) * DH + 1
+    feeds = [[(r, kh) for r in range(R) for kh in range(KH) if r * SH + kh * DH == u] for u in range(U)]
+%>
+/* A strip of ${R} output rows per work-item, at one column: each input row under the strip is read
+   once (KW values) and feeds every (output row, kernel row) pair it meets, where one output per
+   work-item reads it KH times.  global: channels-first (OD * ${STRIPS} * OW rounded up, N * COUT),
+   channels-last N * OD * ${STRIPS} * OW * COUT rounded up (the channel fastest). */
+__kernel void clc_direct_forward_rows(__global const clc_data* x_base, const long x_off,
+                                      __global const clc_data* w_base, const long w_off,
+                                      __global const clc_data* bias_base, const long bias_off,
+                                      __global const clc_data* residual_base, const long residual_off,
+                                      __global clc_data* y_base, const long y_off)
+{
+${element(f"((clc_idx){OD * STRIPS * OW})", "CLC_COUT")}
+    const int ow = (int)(p % CLC_OW);
+    const int oh0 = (int)((p / CLC_OW) % ${STRIPS}) * ${R};
+    const int od = (int)(p / (CLC_OW * ${STRIPS}));
+    const int g = channel / CLC_CO;
+    __global const clc_data* restrict x = x_base + x_off + CLC_X_AT(b, g * CLC_CI, 0);
+    __global const clc_data* restrict w = w_base + w_off + (clc_idx)channel * CLC_CI * CLC_KV;
+% for kw in range(KW):
+    const int iw${kw} = ow * CLC_SW - CLC_PW + ${kw} * CLC_DW;
+    const bool in${kw} = (uint)iw${kw} < (uint)CLC_IW;
+% endfor
+
+% for r in range(R):
+    clc_real acc${r} = (clc_real)0;
+% endfor
+    for (int ci = 0; ci < CLC_CI; ++ci) {
+        for (int kd = 0; kd < CLC_KD; ++kd) {
+            const int id = od * CLC_SD - CLC_PD + kd * CLC_DD;
+            if ((uint)id >= (uint)CLC_ID) continue;
+            __global const clc_data* restrict wk = w + (ci * CLC_KD + kd) * (CLC_KH * CLC_KW);
+% for kh in range(KH):
+% for kw in range(KW):
+            const clc_real w${kh}_${kw} = clc_ld(wk, ${kh * KW + kw});
+% endfor
+% endfor
+            const int ih0 = oh0 * CLC_SH - CLC_PH;
+% for u in range(U):
+% if feeds[u]:
+            if ((uint)(ih0 + ${u}) < (uint)CLC_IH) {
+                const clc_idx row = ci * CLC_XC + CLC_IN_OFFSET(id, ih0 + ${u}, 0) * CLC_XP;
+% for kw in range(KW):
+                const clc_real v${kw} = in${kw} ? clc_ld(x, row + iw${kw} * CLC_XP) : (clc_real)0;
+% endfor
+% for r, kh in feeds[u]:
+                acc${r} = ${" ".join("fma(v%d, w%d_%d," % (kw, kh, kw) for kw in range(KW))} acc${r}${")" * KW};
+% endfor
+            }
+% endif
+% endfor
+        }
+    }
+% for r in range(R):
+% if OH % R and r >= OH % R:
+    if (oh0 + ${r} < CLC_OH)
+% endif
+    clc_store_result(y_base + y_off, CLC_Y_AT(b, channel, CLC_OUT_OFFSET(od, oh0 + ${r}, ow)), acc${r},
+                     bias_base + bias_off, channel, residual_base + residual_off);
+% endfor
+}
+</%def>\
+##
 <%def name="clc_direct_backward_data()">
 /* global: (IP rounded up, N * CIN). dx(b, c, pi) = sum over (co, tap) whose output pixel reads pi.
    `bias` here is the transposed convolution's bias (its output is this input gradient). */
@@ -62,11 +152,7 @@ __kernel void clc_direct_backward_data(__global const clc_data* dy_base, const l
                                        __global const clc_data* residual_base, const long residual_off,
                                        __global clc_data* dx_base, const long dx_off)
 {
-    const clc_idx p = get_global_id(0);
-    if (p >= CLC_IP) return;
-    const clc_idx nc = get_global_id(1);          /* b * CIN + input channel */
-    const clc_idx b = nc / CLC_CIN;
-    const int channel = (int)(nc % CLC_CIN);
+${element("CLC_IP", "CLC_CIN")}
     const int g = channel / CLC_CI, ci = channel % CLC_CI;
     CLC_SPLIT_IN(p, id, ih, iw);
     __global const clc_data* restrict dy = dy_base + dy_off + CLC_Y_AT(b, g * CLC_CO, 0);

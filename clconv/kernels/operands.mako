@@ -10,20 +10,31 @@
 
 ## ---------------------------------------------------------------- A operands
 <%def name="a_weight(p)">
-/* A = weight of group g as (CO x CI*KV); rows are contiguous. */
+/* A = weight of group g as (CO x CI*KV); rows are contiguous.  Tap-major (channels-last B),
+   k = (tap, ci) instead of (ci, tap). */
 typedef clc_data clc_a_t;
 inline clc_real clc_load_a(__global const clc_a_t* restrict w, clc_idx g, clc_idx m, clc_idx k, int chunk)
 {
+% if p.get("tap_major"):
+    const clc_idx tap = k / CLC_CI, ci = k % CLC_CI;
+    return clc_ld(w, ((g * CLC_CO + m) * CLC_CI + ci) * CLC_KV + tap);
+% else:
     return clc_ld(w, (g * CLC_CO + m) * ((clc_idx)CLC_CI * CLC_KV) + k);
+% endif
 }
 </%def>
 
 <%def name="a_weight_bwd_data(p)">
-/* A(ci, (co, tap)) = w[g*CO + co][ci][tap]: the weight read "transposed" per tap for the data gradient. */
+/* A(ci, (co, tap)) = w[g*CO + co][ci][tap]: the weight read "transposed" per tap for the data
+   gradient; tap-major (channels-last B), k = (tap, co). */
 typedef clc_data clc_a_t;
 inline clc_real clc_load_a(__global const clc_a_t* restrict w, clc_idx g, clc_idx m, clc_idx k, int chunk)
 {
+% if p.get("tap_major"):
+    const clc_idx tap = k / CLC_CO, co = k % CLC_CO;
+% else:
     const clc_idx co = k / CLC_KV, tap = k % CLC_KV;
+% endif
     return clc_ld(w, ((g * CLC_CO + co) * CLC_CI + m) * CLC_KV + tap);
 }
 </%def>
@@ -49,11 +60,16 @@ inline clc_real clc_load_a(__global const clc_a_t* restrict dy, clc_idx g, clc_i
 
 ## ---------------------------------------------------------------- B operands
 <%def name="b_input_unfold(p)">
-/* B((ci, tap), (b, po)) = padded input under tap of output pixel po: im2col without the buffer. */
+/* B((ci, tap), (b, po)) = padded input under tap of output pixel po: im2col without the buffer;
+   tap-major (channels-last), k = (tap, ci). */
 typedef clc_data clc_b_t;
 inline clc_real clc_load_b(__global const clc_b_t* restrict x, clc_idx g, clc_idx k, clc_idx n, int chunk)
 {
+% if p.get("tap_major"):
+    const clc_idx tap = k / CLC_CI, ci = k % CLC_CI;
+% else:
     const clc_idx ci = k / CLC_KV, tap = k % CLC_KV;
+% endif
     const clc_idx b = chunk + n / CLC_OP, po = n % CLC_OP;
     CLC_SPLIT_TAP(tap, kd, kh, kw);
     CLC_SPLIT_OUT(po, od, oh, ow);
@@ -66,11 +82,16 @@ inline clc_real clc_load_b(__global const clc_b_t* restrict x, clc_idx g, clc_id
 </%def>
 
 <%def name="b_input_unfold_t(p)">
-/* B((b, po), (ci, tap)): the unfolded input transposed, for the weight gradient. */
+/* B((b, po), (ci, tap)): the unfolded input transposed, for the weight gradient; tap-major
+   (channels-last), n = (tap, ci) (c_matrix then stores each column at its (ci, tap) place). */
 typedef clc_data clc_b_t;
 inline clc_real clc_load_b(__global const clc_b_t* restrict x, clc_idx g, clc_idx k, clc_idx n, int chunk)
 {
+% if p.get("tap_major"):
+    const clc_idx tap = n / CLC_CI, ci = n % CLC_CI;
+% else:
     const clc_idx ci = n / CLC_KV, tap = n % CLC_KV;
+% endif
     const clc_idx b = chunk + k / CLC_OP, po = k % CLC_OP;
     CLC_SPLIT_TAP(tap, kd, kh, kw);
     CLC_SPLIT_OUT(po, od, oh, ow);
@@ -124,11 +145,16 @@ inline clc_real clc_load_b(__global const clc_b_t* restrict col, clc_idx g, clc_
 
 <%def name="b_grad_output_gather(p)">
 /* B((co, tap), (b, pi)) = dy at the output pixel whose tap lands on input pixel pi, else 0:
-   the data gradient as a gather (no atomics); stride holes read as zero. */
+   the data gradient as a gather (no atomics); stride holes read as zero.  Tap-major
+   (channels-last), k = (tap, co). */
 typedef clc_data clc_b_t;
 inline clc_real clc_load_b(__global const clc_b_t* restrict dy, clc_idx g, clc_idx k, clc_idx n, int chunk)
 {
+% if p.get("tap_major"):
+    const clc_idx tap = k / CLC_CO, co = k % CLC_CO;
+% else:
     const clc_idx co = k / CLC_KV, tap = k % CLC_KV;
+% endif
     const clc_idx b = chunk + n / CLC_IP, pi = n % CLC_IP;
     CLC_SPLIT_TAP(tap, kd, kh, kw);
     CLC_SPLIT_IN(pi, id, ih, iw);
@@ -177,7 +203,12 @@ inline void clc_store_c(__global clc_c_t* restrict out, __global const clc_data*
                         __global const clc_data* restrict residual,
                         clc_idx g, clc_idx split, clc_idx m, clc_idx n, clc_real value, int chunk)
 {
+% if p.get("tap_major"):
+    /* n = (tap, ci): stored at its (ci, tap) place, so dw and the partials keep the weight's layout */
+    const clc_idx at = ((split * CLC_G + g) * ${p["M"]} + m) * ${p["N"]} + (n % CLC_CI) * CLC_KV + n / CLC_CI;
+% else:
     const clc_idx at = ((split * CLC_G + g) * ${p["M"]} + m) * ${p["N"]} + n;
+% endif
 % if p["accumulate"]:
     /* later batch chunks add onto the earlier ones, in launch order: deterministic (a workspace
        when the storage is narrower than clc_real: the sums are rounded once, at the end) */

@@ -96,3 +96,14 @@ def test_depthwise_weight_gradient_float64(queue, rng):
         pytest.skip(f"{queue.device.name} has no cl_khr_fp64")
     problem = Problem(geometry(DEPTHWISE["k3p1"]), "backward_weight", "float64")
     run_prepared(queue, rng, problem, REGISTRY["depthwise"], {"wg": 64, "slices": 2})
+
+
+@pytest.mark.parametrize("tag", list(DEPTHWISE.values()), ids=list(DEPTHWISE))
+def test_depthwise_weight_gradient_channels_last(queue, rng, tag):
+    """Channels-last, neighbouring work-items take neighbouring channels (`lanes` of them), so the
+    pixel lanes' sums are reduced per channel; 3 lanes' worth of channels leaves the last group partly empty."""
+    problem = Problem(geometry(tag), "backward_weight", "float32", layout="channels_last")
+    algorithm = REGISTRY["depthwise"]
+    for config in ({"wg": 64, "slices": 3, "lanes": 4}, {"wg": 32, "slices": 1, "lanes": 32},
+                   algorithm.configs(problem, queue.device)[0]):
+        run_prepared(queue, rng, problem, algorithm, config)

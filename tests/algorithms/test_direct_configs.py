@@ -1,0 +1,40 @@
+"""The direct forward in strips of output rows (clc_direct_forward_rows), below the public ops
+(helpers.run_prepared): a strip's input rows are loaded once for all the kernel rows they feed, so
+the geometries reach row counts that do not divide the strip, strides and dilations that make rows
+feed several output rows or none, 3D, groups with several input channels, a 1D layer (one output
+row: three of the strip's rows stored nowhere), both layouts and 16-bit storage."""
+
+from __future__ import annotations
+
+import pytest
+
+from clconv.algorithms import REGISTRY
+from clconv.plan import Problem
+
+from cases import geometry
+from helpers import run_prepared
+
+DIRECT = REGISTRY["direct"]
+
+STRIP_GEOMETRIES = {
+    "k3p1-h9": "n2g1c3o4i9x7k3x3s1x1p1x1d1x1",      # 9 rows: the last strip has one row
+    "k3s2-d2": "n1g2c4o6i13x9k3x3s2x1p2x1d2x1",     # stride and dilation along H, groups of 2 channels
+    "k5-h10": "n1g1c2o3i10x6k5x3s1x1p2x1d1x1",      # 5 kernel rows, 10 rows: 2.5 strips
+    "depthwise": "n2g6c6o6i11x11k3x3s1x1p1x1d1x1",
+    "3d": "n1g1c2o3i3x6x5k2x3x3s1x2x1p1x1x1d1x1x1",
+    "1d": "n2g1c3o2i17k3s1p1d1",
+}
+
+
+@pytest.mark.parametrize("layout", ["channels_first", "channels_last"])
+@pytest.mark.parametrize("tag", list(STRIP_GEOMETRIES.values()), ids=list(STRIP_GEOMETRIES))
+def test_direct_forward_in_row_strips(queue, rng, tag, layout):
+    problem = Problem(geometry(tag), "forward", "float32", bias=True, layout=layout)
+    for rows in (2, 4):
+        run_prepared(queue, rng, problem, DIRECT, {"wg": 32, "rows": rows})
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_direct_forward_in_row_strips_16_bit(queue, rng, dtype):
+    problem = Problem(geometry(STRIP_GEOMETRIES["k3p1-h9"]), "forward", dtype, bias=True)
+    run_prepared(queue, rng, problem, DIRECT, {"wg": 32, "rows": 4})

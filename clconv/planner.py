@@ -24,7 +24,7 @@ from .algorithms.reduce import bias_gradient_plan
 from .builder import BuildError, build_kernels
 from .caches import Cache
 from .device import is_gpu
-from .plan import Plan, Problem
+from .plan import CHANNELS_FIRST, Plan, Problem
 from .runtime import LaunchError, Operand, Runner, profiling_queue, random_operands, time_runner
 
 log = logging.getLogger("clconv.planner")
@@ -122,7 +122,10 @@ def _winograd_pays(problem: Problem, device: cl.Device) -> bool:
     g = problem.geometry
     cin, cout = ((g.cin_per_group, g.cout_per_group) if problem.pass_ == "forward"
                  else (g.cout_per_group, g.cin_per_group))
-    return cin >= 64 and cout >= 16
+    # channels-last, its transforms step a channel count between neighbouring work-items' pixels
+    # (uncoalesced), which a longer contraction must pay for: on an H200 it lost to implicit_gemm
+    # at 64 channels (0.43 against 0.31 ms, 56x56) and won at 256 (14x14); 128 is between, unmeasured
+    return cin >= (64 if problem.layout == CHANNELS_FIRST else 128) and cout >= 16
 
 
 def _cpu_heuristic_order(problem: Problem) -> list[str]:

@@ -30,7 +30,7 @@ STRIP_GEOMETRIES = {
 @pytest.mark.parametrize("tag", list(STRIP_GEOMETRIES.values()), ids=list(STRIP_GEOMETRIES))
 def test_direct_forward_in_row_strips(queue, rng, tag, layout):
     problem = Problem(geometry(tag), "forward", "float32", bias=True, layout=layout)
-    for rows in (2, 4):
+    for rows in (2, 4, 7):
         run_prepared(queue, rng, problem, DIRECT, {"wg": 32, "rows": rows})
 
 

@@ -14,28 +14,27 @@
 ${prelude.header(geom, real, index, data, epilogue, bias)}
 ${prelude.entry_points(self, entries)}\
 ##
-## This work-item's result element: b, channel and pixel p.  Neighbouring work-items take
-## neighbouring elements of the result's layout (pixels channels-first, channels channels-last), so
-## that their loads and stores coalesce on GPUs.
+## This work-item's result element: b, channel and pixel p, from one flat range over the result
+## (no work-items idle on a small image's pixels rounded up to a work-group).  Neighbouring
+## work-items take neighbouring elements of the result's layout (pixels channels-first, channels
+## channels-last), so that their loads and stores coalesce on GPUs.
 <%def name="element(pixels, channels)">\
-% if layout == "channels_last":
     const clc_idx e = get_global_id(0);
     if (e >= (clc_idx)CLC_N * ${pixels} * ${channels}) return;
+% if layout == "channels_last":
     const int channel = (int)(e % ${channels});
     const clc_idx b = e / ((clc_idx)${pixels} * ${channels});
     const clc_idx p = (e / ${channels}) % ${pixels};
 % else:
-    const clc_idx p = get_global_id(0);
-    if (p >= ${pixels}) return;
-    const clc_idx nc = get_global_id(1);          /* b * channels + channel */
+    const clc_idx p = e % ${pixels};
+    const clc_idx nc = e / ${pixels};          /* b * channels + channel */
     const clc_idx b = nc / ${channels};
     const int channel = (int)(nc % ${channels});
 % endif
 </%def>\
 ##
 <%def name="clc_direct_forward()">
-/* global: channels-first (OP rounded up, N * COUT), channels-last N * OP * COUT rounded up (the
-   channel fastest); x, w, bias, residual, y each with an element offset. */
+/* global: N * COUT * OP rounded up (`element`); x, w, bias, residual, y each with an element offset. */
 __kernel void clc_direct_forward(__global const clc_data* x_base, const long x_off,
                                  __global const clc_data* w_base, const long w_off,
                                  __global const clc_data* bias_base, const long bias_off,
@@ -84,8 +83,7 @@ ${element("CLC_OP", "CLC_COUT")}
 %>
 /* A strip of ${R} output rows per work-item, at one column: each input row under the strip is read
    once (KW values) and feeds every (output row, kernel row) pair it meets, where one output per
-   work-item reads it KH times.  global: channels-first (OD * ${STRIPS} * OW rounded up, N * COUT),
-   channels-last N * OD * ${STRIPS} * OW * COUT rounded up (the channel fastest). */
+   work-item reads it KH times.  global: N * COUT * OD * ${STRIPS} * OW rounded up (`element`). */
 __kernel void clc_direct_forward_rows(__global const clc_data* x_base, const long x_off,
                                       __global const clc_data* w_base, const long w_off,
                                       __global const clc_data* bias_base, const long bias_off,
@@ -144,7 +142,7 @@ ${element(f"((clc_idx){OD * STRIPS * OW})", "CLC_COUT")}
 </%def>\
 ##
 <%def name="clc_direct_backward_data()">
-/* global: (IP rounded up, N * CIN). dx(b, c, pi) = sum over (co, tap) whose output pixel reads pi.
+/* global: N * CIN * IP rounded up (`element`). dx(b, c, pi) = sum over (co, tap) whose output pixel reads pi.
    `bias` here is the transposed convolution's bias (its output is this input gradient). */
 __kernel void clc_direct_backward_data(__global const clc_data* dy_base, const long dy_off,
                                        __global const clc_data* w_base, const long w_off,

@@ -48,6 +48,21 @@ def numpy_dtype(name: str) -> np.dtype:
     return np.dtype(name)
 
 
+_NAMES: dict[np.dtype, str] = {}  # storage dtypes by NumPy dtype (``dtype.name`` costs microseconds per call)
+
+
+def storage_name(dtype: np.dtype) -> str | None:
+    """The STORAGE name of ``dtype`` (a NumPy dtype), or None if it is no storage dtype."""
+    if not _NAMES:
+        _NAMES.update({np.dtype(name): name for name in STORAGE if name != "bfloat16"})
+        if bfloat16() is not None:
+            _NAMES[bfloat16()] = "bfloat16"
+    try:
+        return _NAMES.get(dtype)
+    except TypeError:  # not hashable: no dtype at all
+        return None
+
+
 def is_storage(dtype: np.dtype) -> bool:
     """Whether arrays of ``dtype`` can be a call's tensors."""
-    return dtype.name in STORAGE and (dtype.name != "bfloat16" or dtype == bfloat16())
+    return storage_name(dtype) is not None

@@ -85,6 +85,9 @@ CASES = [
     ("bias-list", _conv2d(bias=[1.0] * 6), TypeError, ["bias", "list"]),
     ("input-bool", _conv2d(input=X2 > 3), TypeError, ["input", "bool"]),
     ("bias-complex", _conv2d(bias=B2.astype(np.complex64)), TypeError, ["bias", "complex64"]),
+    # the kernels read native byte order: a byte-swapped float32 is no float32 to them
+    ("input-byteswapped", _conv2d(input=X2.astype(">f4" if np.little_endian else "<f4")), TypeError,
+     ["input", "f4"]),
     # floats or bools where ints belong
     ("stride-float", _conv2d(stride=1.0), TypeError, ["stride", "1.0"]),
     ("stride-tuple-float", _conv2d(stride=(1, 2.0)), TypeError, ["stride", "2.0"]),

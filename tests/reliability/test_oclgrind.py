@@ -219,7 +219,8 @@ def test_oclgrind_reports_an_out_of_bounds_write(tmp_path):
     script = tmp_path / "oob.py"
     script.write_text(
         "import numpy as np, clconv\n"
-        "x = np.ones((1, 2, 4, 4), np.float32); w = np.ones((3, 2, 3, 3), np.float32)\n"
+        # 3 rows: too few for the strip forward (clc_direct_forward_rows) a GPU-typed device would run
+        "x = np.ones((1, 2, 3, 4), np.float32); w = np.ones((3, 2, 3, 3), np.float32)\n"
         "clconv.conv2d(x, w, padding=1, algorithm='direct')\n"
     )
     # CLCONV_RESULT_POOL=0: the result is an exact-size buffer (a pooled block is rounded up, and a

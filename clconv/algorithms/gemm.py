@@ -149,6 +149,7 @@ class GemmShape:
     b: dict
     c: dict
     ksplit: int = 0  # 0: the whole contraction in one piece
+    swapped: bool = False  # the transposed GEMM (channels-last): A is the activation, B the weight
 
     @property
     def splits(self) -> int:
@@ -209,7 +210,7 @@ def gemm(problem: Problem, shape: GemmShape, tile: dict, index: str, launches: i
         return _cpu_gemm(problem, shape, tile, index, launches)
     geometry = problem.geometry
     src = source(
-        "gemm.mako", problem, index, writes_result=shape.c_view == "c_nchw",
+        "gemm.mako", problem, index, writes_result=shape.c_view in ("c_nchw", "c_nhwc"),
         M=shape.M, N=shape.N, K=shape.K, KSPLIT=shape.ksplit or shape.K,
         a_view=shape.a_view, b_view=shape.b_view, c_view=shape.c_view,
         a_kfast=shape.a_kfast, b_nfast=shape.b_nfast, a=shape.a, b=shape.b, c=shape.c,
@@ -262,7 +263,7 @@ def _cpu_gemm(problem: Problem, shape: GemmShape, tile: dict, index: str, launch
     if packed and problem.geometry.needs_int64(pack_bytes // problem.itemsize):
         index = "long"
     src = source(
-        "gemm_cpu.mako", problem, index, writes_result=shape.c_view == "c_nchw",
+        "gemm_cpu.mako", problem, index, writes_result=shape.c_view in ("c_nchw", "c_nhwc"),
         M=shape.M, N=shape.N, K=shape.K, KSPLIT=shape.ksplit or shape.K,
         a_view=shape.a_view, b_view=shape.b_view, c_view=shape.c_view, a=shape.a, b=shape.b, c=shape.c,
         b_row=b_row, RUN=run, WM=tile["WM"], VN=tile["VN"], LM=lm, A_PACKED=packed,
@@ -279,6 +280,8 @@ def gemm_calls(problem: Problem, shape: GemmShape, tile: dict, index: str, a: st
     """The calls of one GEMM (A's packing first, where it is packed) and their workspaces."""
     core = gemm(problem, shape, tile, index)
     calls = [core.pack] if core.pack is not None else []
+    if shape.swapped:
+        a, b = b, a
     return [*calls, core.call(a, b, c, bias)], core.workspaces
 
 
@@ -292,40 +295,54 @@ def tile_config(config: Mapping[str, Any]) -> dict:
 # -- the GEMM shapes of each pass ---------------------------------------------------------------
 
 
-# Channels-last activations are contiguous along the channels, so the implicit views below order
-# the (channel, tap) index of a contraction (forward, data gradient) or of the weight gradient's
-# columns tap-major, channel fastest (``tap_major`` in the view dicts), and the tile loads walk that
-# index: neighbouring work-items then read neighbouring channels of one pixel, as channels-first
-# they read neighbouring pixels of one channel.  The weight views follow the same order; the weight
-# gradient's C store puts each value back at its (channel, tap) place, so dw and split-K partials
-# keep the canonical layout.  (On an H200 the pixel-fast loads of channels-last ran 1.3-1.8x slower.)
+# Channels-last activations are contiguous along the channels.  The forward and the data gradient
+# then run as the transposed GEMM (``swapped``): C^T = B^T A^T, rows the pixels and columns the
+# group's channels, with the contraction over (channel, tap) ordered tap-major, channel fastest.
+# The tile loads of the activation walk its channels and a work-item's stores are consecutive
+# channels, where the channels-first GEMM's would step a channel count.  The weight gradient keeps
+# its rows (output channels, read channel-fast from dy) and orders its columns (input channel, tap)
+# tap-major (``tap_major`` in the view dicts); its C store puts each value back at its (channel,
+# tap) place, so dw and split-K partials keep the canonical layout.  (On an H200 the pixel-fast
+# loads of channels-last ran 1.3-1.8x slower.)
+IMPLICIT_INPUT_VIEWS = {"b_input_unfold": "a_input_unfold", "b_input_pointwise": "a_input_pointwise"}
 
 
 def forward_shape(g: ConvGeometry, b_view: str, chunk_batch: int | None = None,
                   layout: str = CHANNELS_FIRST) -> GemmShape:
-    """y[b][g*CO + m][po] = sum_k W[g][m][k] * B[k][(b, po)]."""
+    """y[b][g*CO + m][po] = sum_k W[g][m][k] * B[k][(b, po)]; channels-last (an implicit B), its
+    transpose y[(b, po)][g*CO + n] = sum_k B^T[(b, po)][k] * W^T[g][k][n]."""
     K = g.cin_per_group * (1 if b_view == "b_input_pointwise" else g.kernel_volume)
     batch = chunk_batch or g.batch
     N = batch * g.out_pixels
-    # a column buffer (im2col) is written channels-first whatever the layout
-    last = layout != CHANNELS_FIRST and b_view in ("b_input_unfold", "b_input_pointwise")
+    if layout != CHANNELS_FIRST and b_view in IMPLICIT_INPUT_VIEWS:  # a column buffer is channels-first
+        return GemmShape(
+            M=N, N=g.cout_per_group, K=K, a_view=IMPLICIT_INPUT_VIEWS[b_view], b_view="b_weight_t", c_view="c_nhwc",
+            a_kfast=True, b_nfast=False, a={}, b={},
+            c={"N": g.cout_per_group, "channels": g.out_channels, "pixels": g.out_pixels}, swapped=True,
+        )
     return GemmShape(
         M=g.cout_per_group, N=N, K=K,
-        a_view="a_weight", b_view=b_view, c_view="c_nchw", a_kfast=True, b_nfast=not last,
-        a={"tap_major": last}, b={"K": K, "N": N, "tap_major": last},
-        c={"M": g.cout_per_group, "channels": g.out_channels, "pixels": g.out_pixels},
+        a_view="a_weight", b_view=b_view, c_view="c_nchw", a_kfast=True, b_nfast=True,
+        a={}, b={"K": K, "N": N}, c={"M": g.cout_per_group, "channels": g.out_channels,
+                                       "pixels": g.out_pixels},
     )
 
 
 def backward_data_shape(g: ConvGeometry, layout: str = CHANNELS_FIRST) -> GemmShape:
-    """dx[b][g*CI + m][pi] = sum_(co,tap) W[g*CO+co][m][tap] * dy-gathered[(co,tap)][(b, pi)]."""
+    """dx[b][g*CI + m][pi] = sum_(co,tap) W[g*CO+co][m][tap] * dy-gathered[(co,tap)][(b, pi)];
+    channels-last, its transpose over (tap, co)."""
     K = g.cout_per_group * g.kernel_volume
-    last = layout != CHANNELS_FIRST
+    N = g.batch * g.in_pixels
+    if layout != CHANNELS_FIRST:
+        return GemmShape(
+            M=N, N=g.cin_per_group, K=K, a_view="a_grad_output_gather", b_view="b_weight_bwd_data", c_view="c_nhwc",
+            a_kfast=True, b_nfast=True, a={}, b={},  # the weight's input channels are KV apart, its taps 1
+            c={"N": g.cin_per_group, "channels": g.in_channels, "pixels": g.in_pixels}, swapped=True,
+        )
     return GemmShape(
-        M=g.cin_per_group, N=g.batch * g.in_pixels, K=K,
+        M=g.cin_per_group, N=N, K=K,
         a_view="a_weight_bwd_data", b_view="b_grad_output_gather", c_view="c_nchw",
-        # tap-major, A's rows (input channels) are KV elements apart, its k (output channels) CI * KV
-        a_kfast=not last, b_nfast=not last, a={"tap_major": last}, b={"tap_major": last},
+        a_kfast=True, b_nfast=True, a={}, b={},
         c={"M": g.cin_per_group, "channels": g.in_channels, "pixels": g.in_pixels},
     )
 

@@ -116,18 +116,21 @@ ${element(f"((clc_idx){OD * STRIPS * OW})", "CLC_COUT")}
 % endfor
 % endfor
             const int ih0 = oh0 * CLC_SH - CLC_PH;
+            /* every load of the strip predicated, none behind a branch, so that all of them are in
+               flight at once (a GPU's loads of the next row otherwise wait for this row's) */
 % for u in range(U):
 % if feeds[u]:
-            if ((uint)(ih0 + ${u}) < (uint)CLC_IH) {
-                const clc_idx row = ci * CLC_XC + CLC_IN_OFFSET(id, ih0 + ${u}, 0) * CLC_XP;
+            const bool up${u} = (uint)(ih0 + ${u}) < (uint)CLC_IH;
+            const clc_idx row${u} = ci * CLC_XC + CLC_IN_OFFSET(id, up${u} ? ih0 + ${u} : 0, 0) * CLC_XP;
 % for kw in range(KW):
-                const clc_real v${kw} = in${kw} ? clc_ld(x, row + iw${kw} * CLC_XP) : (clc_real)0;
+            const clc_real v${u}_${kw} = (up${u} && in${kw}) ? clc_ld(x, row${u} + iw${kw} * CLC_XP) : (clc_real)0;
 % endfor
-% for r, kh in feeds[u]:
-                acc${r} = ${" ".join("fma(v%d, w%d_%d," % (kw, kh, kw) for kw in range(KW))} acc${r}${")" * KW};
-% endfor
-            }
 % endif
+% endfor
+% for u in range(U):
+% for r, kh in feeds[u]:
+            acc${r} = ${" ".join("fma(v%d_%d, w%d_%d," % (u, kw, kh, kw) for kw in range(KW))} acc${r}${")" * KW};
+% endfor
 % endfor
         }
     }

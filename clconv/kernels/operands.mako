@@ -10,31 +10,20 @@
 
 ## ---------------------------------------------------------------- A operands
 <%def name="a_weight(p)">
-/* A = weight of group g as (CO x CI*KV); rows are contiguous.  Tap-major (channels-last B),
-   k = (tap, ci) instead of (ci, tap). */
+/* A = weight of group g as (CO x CI*KV); rows are contiguous. */
 typedef clc_data clc_a_t;
 inline clc_real clc_load_a(__global const clc_a_t* restrict w, clc_idx g, clc_idx m, clc_idx k, int chunk)
 {
-% if p.get("tap_major"):
-    const clc_idx tap = k / CLC_CI, ci = k % CLC_CI;
-    return clc_ld(w, ((g * CLC_CO + m) * CLC_CI + ci) * CLC_KV + tap);
-% else:
     return clc_ld(w, (g * CLC_CO + m) * ((clc_idx)CLC_CI * CLC_KV) + k);
-% endif
 }
 </%def>
 
 <%def name="a_weight_bwd_data(p)">
-/* A(ci, (co, tap)) = w[g*CO + co][ci][tap]: the weight read "transposed" per tap for the data
-   gradient; tap-major (channels-last B), k = (tap, co). */
+/* A(ci, (co, tap)) = w[g*CO + co][ci][tap]: the weight read "transposed" per tap for the data gradient. */
 typedef clc_data clc_a_t;
 inline clc_real clc_load_a(__global const clc_a_t* restrict w, clc_idx g, clc_idx m, clc_idx k, int chunk)
 {
-% if p.get("tap_major"):
-    const clc_idx tap = k / CLC_CO, co = k % CLC_CO;
-% else:
     const clc_idx co = k / CLC_KV, tap = k % CLC_KV;
-% endif
     return clc_ld(w, ((g * CLC_CO + co) * CLC_CI + m) * CLC_KV + tap);
 }
 </%def>
@@ -58,18 +47,61 @@ inline clc_real clc_load_a(__global const clc_a_t* restrict dy, clc_idx g, clc_i
 }
 </%def>
 
+## The channels-last GEMMs run transposed (gemm.py's `swapped` shapes): C^T = B^T A^T, rows the
+## pixels and columns the channels, so that a work-item row's stores are consecutive channels.
+<%def name="a_input_unfold(p)">
+/* A((b, po), (tap, ci)) = padded input under tap of output pixel po (channels-last, tap-major). */
+typedef clc_data clc_a_t;
+inline clc_real clc_load_a(__global const clc_a_t* restrict x, clc_idx g, clc_idx m, clc_idx k, int chunk)
+{
+    const clc_idx tap = k / CLC_CI, ci = k % CLC_CI;
+    const clc_idx b = chunk + m / CLC_OP, po = m % CLC_OP;
+    CLC_SPLIT_TAP(tap, kd, kh, kw);
+    CLC_SPLIT_OUT(po, od, oh, ow);
+    const int id = od * CLC_SD - CLC_PD + kd * CLC_DD;
+    const int ih = oh * CLC_SH - CLC_PH + kh * CLC_DH;
+    const int iw = ow * CLC_SW - CLC_PW + kw * CLC_DW;
+    if (!CLC_INSIDE(id, ih, iw)) return (clc_real)0;
+    return clc_ld(x, CLC_X_AT(b, g * CLC_CI + ci, CLC_IN_OFFSET(id, ih, iw)));
+}
+</%def>
+
+<%def name="a_input_pointwise(p)">
+/* A((b, po), ci) for a 1x1 unpadded convolution, channels-last: a pixel's row of input channels. */
+typedef clc_data clc_a_t;
+inline clc_real clc_load_a(__global const clc_a_t* restrict x, clc_idx g, clc_idx m, clc_idx k, int chunk)
+{
+    const clc_idx b = chunk + m / CLC_OP, po = m % CLC_OP;
+    CLC_SPLIT_OUT(po, od, oh, ow);
+    return clc_ld(x, CLC_X_AT(b, g * CLC_CI + k, CLC_IN_OFFSET(od * CLC_SD, oh * CLC_SH, ow * CLC_SW)));
+}
+</%def>
+
+<%def name="a_grad_output_gather(p)">
+/* A((b, pi), (tap, co)) = dy at the output pixel whose tap lands on input pixel pi, else 0
+   (channels-last, tap-major): the transposed data gradient's left operand. */
+typedef clc_data clc_a_t;
+inline clc_real clc_load_a(__global const clc_a_t* restrict dy, clc_idx g, clc_idx m, clc_idx k, int chunk)
+{
+    const clc_idx tap = k / CLC_CO, co = k % CLC_CO;
+    const clc_idx b = chunk + m / CLC_IP, pi = m % CLC_IP;
+    CLC_SPLIT_TAP(tap, kd, kh, kw);
+    CLC_SPLIT_IN(pi, id, ih, iw);
+    const int od = clc_source_index(id, CLC_PD, kd, CLC_DD, CLC_SD, CLC_OD);
+    const int oh = clc_source_index(ih, CLC_PH, kh, CLC_DH, CLC_SH, CLC_OH);
+    const int ow = clc_source_index(iw, CLC_PW, kw, CLC_DW, CLC_SW, CLC_OW);
+    if ((od | oh | ow) < 0) return (clc_real)0;
+    return clc_ld(dy, CLC_Y_AT(b, g * CLC_CO + co, CLC_OUT_OFFSET(od, oh, ow)));
+}
+</%def>
+
 ## ---------------------------------------------------------------- B operands
 <%def name="b_input_unfold(p)">
-/* B((ci, tap), (b, po)) = padded input under tap of output pixel po: im2col without the buffer;
-   tap-major (channels-last), k = (tap, ci). */
+/* B((ci, tap), (b, po)) = padded input under tap of output pixel po: im2col without the buffer. */
 typedef clc_data clc_b_t;
 inline clc_real clc_load_b(__global const clc_b_t* restrict x, clc_idx g, clc_idx k, clc_idx n, int chunk)
 {
-% if p.get("tap_major"):
-    const clc_idx tap = k / CLC_CI, ci = k % CLC_CI;
-% else:
     const clc_idx ci = k / CLC_KV, tap = k % CLC_KV;
-% endif
     const clc_idx b = chunk + n / CLC_OP, po = n % CLC_OP;
     CLC_SPLIT_TAP(tap, kd, kh, kw);
     CLC_SPLIT_OUT(po, od, oh, ow);
@@ -145,16 +177,11 @@ inline clc_real clc_load_b(__global const clc_b_t* restrict col, clc_idx g, clc_
 
 <%def name="b_grad_output_gather(p)">
 /* B((co, tap), (b, pi)) = dy at the output pixel whose tap lands on input pixel pi, else 0:
-   the data gradient as a gather (no atomics); stride holes read as zero.  Tap-major
-   (channels-last), k = (tap, co). */
+   the data gradient as a gather (no atomics); stride holes read as zero. */
 typedef clc_data clc_b_t;
 inline clc_real clc_load_b(__global const clc_b_t* restrict dy, clc_idx g, clc_idx k, clc_idx n, int chunk)
 {
-% if p.get("tap_major"):
-    const clc_idx tap = k / CLC_CO, co = k % CLC_CO;
-% else:
     const clc_idx co = k / CLC_KV, tap = k % CLC_KV;
-% endif
     const clc_idx b = chunk + n / CLC_IP, pi = n % CLC_IP;
     CLC_SPLIT_TAP(tap, kd, kh, kw);
     CLC_SPLIT_IN(pi, id, ih, iw);
@@ -173,6 +200,26 @@ inline clc_real clc_load_b(__global const clc_b_t* restrict dy, clc_idx g, clc_i
 {
     const clc_idx b = chunk + n / CLC_OP, po = n % CLC_OP;
     return clc_ld(dy, CLC_Y_AT(b, g * CLC_CO + k, po));
+}
+</%def>
+
+<%def name="b_weight_t(p)">
+/* B((tap, ci), co) = w[g*CO + co][ci][tap]: the weight transposed, tap-major (channels-last forward). */
+typedef clc_data clc_b_t;
+inline clc_real clc_load_b(__global const clc_b_t* restrict w, clc_idx g, clc_idx k, clc_idx n, int chunk)
+{
+    const clc_idx tap = k / CLC_CI, ci = k % CLC_CI;
+    return clc_ld(w, ((g * CLC_CO + n) * CLC_CI + ci) * CLC_KV + tap);
+}
+</%def>
+
+<%def name="b_weight_bwd_data(p)">
+/* B((tap, co), ci) = w[g*CO + co][ci][tap] (channels-last data gradient, tap-major). */
+typedef clc_data clc_b_t;
+inline clc_real clc_load_b(__global const clc_b_t* restrict w, clc_idx g, clc_idx k, clc_idx n, int chunk)
+{
+    const clc_idx tap = k / CLC_CO, co = k % CLC_CO;
+    return clc_ld(w, ((g * CLC_CO + co) * CLC_CI + n) * CLC_KV + tap);
 }
 </%def>
 
@@ -218,5 +265,18 @@ inline void clc_store_c(__global clc_c_t* restrict out, __global const clc_data*
 % else:
     out[at] = value;
 % endif
+}
+</%def>
+
+<%def name="c_nhwc(p)">
+/* C((b, pixel), n) -> out(b, pixel, g*N + n): a channels-last activation, the pass's result (the
+   epilogue), from the transposed GEMM (rows the pixels, columns the group's channels). */
+typedef clc_data clc_c_t;
+inline void clc_store_c(__global clc_c_t* restrict out, __global const clc_data* restrict bias,
+                        __global const clc_data* restrict residual,
+                        clc_idx g, clc_idx split, clc_idx m, clc_idx n, clc_real value, int chunk)
+{
+    const clc_idx channel = g * ${p["N"]} + n;
+    clc_store_result(out, (chunk * ${p["pixels"]} + m) * ${p["channels"]} + channel, value, bias, channel, residual);
 }
 </%def>

@@ -35,8 +35,9 @@ LONG_CONTRACTION = "n4g1c6o10i16x16k3x3s1x1p1x1d1x1"  # weight gradient's contra
 EXACT_1X1 = "n2g1c16o32i8x8k1x1s1x1p0x0d1x1"    # M=32, N=128, K=16: divides TM=32, TN=64, TK=16 (no bounds checks)
 
 
-def _run(queue, rng, tag, pass_, algorithm, config, bias=False, dtype="float32"):
-    run_prepared(queue, rng, Problem(geometry(tag), pass_, dtype, bias=bias), REGISTRY[algorithm], config)
+def _run(queue, rng, tag, pass_, algorithm, config, bias=False, dtype="float32", layout="channels_first"):
+    run_prepared(queue, rng, Problem(geometry(tag), pass_, dtype, bias=bias, layout=layout), REGISTRY[algorithm],
+                 config)
 
 
 # -- the GPU tiles ------------------------------------------------------------------------------------
@@ -72,6 +73,22 @@ TILE_CASES = [
 @pytest.mark.parametrize("geometry_name, tile", TILE_CASES)
 def test_implicit_gemm_tiles(queue, rng, geometry_name, pass_, tile):
     _run(queue, rng, TILE_GEOMETRIES[geometry_name], pass_, "implicit_gemm", _tile(tile))
+
+
+# Channels-last, the forward and the data gradient run as the transposed GEMM (rows the pixels),
+# the weight gradient with tap-major columns stored back at their (channel, tap) places.
+@pytest.mark.parametrize("pass_", PASSES)
+@pytest.mark.parametrize("geometry_name, tile", [("k3p1-odd", "vw4-uneven-loads"), ("g2k3s2d2", "vw2"),
+                                                 ("deconv-k4s2", "vw4-24items-uneven")])
+def test_implicit_gemm_tiles_channels_last(queue, rng, geometry_name, pass_, tile):
+    _run(queue, rng, TILE_GEOMETRIES[geometry_name], pass_, "implicit_gemm", _tile(tile),
+         bias=pass_ != "backward_weight", layout="channels_last")
+
+
+@pytest.mark.parametrize("pass_", PASSES)
+def test_gemm1x1_channels_last(queue, rng, pass_):
+    for tag in (ODD_1X1, STRIDED_1X1):
+        _run(queue, rng, tag, pass_, "gemm1x1", _tile("vw4-uneven-loads"), layout="channels_last")
 
 
 @pytest.mark.parametrize("pass_", PASSES)

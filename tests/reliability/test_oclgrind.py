@@ -72,9 +72,10 @@ def child(which: str, every_config: bool) -> int:
     from clconv.algorithms import REGISTRY
     from clconv.planner import prepare
     from clconv.tensors import to_operand
-    from cases import every_pass_algorithm, param_id
+    from cases import every_pass_algorithm, geometry, param_id
     from clconv.passes import OPS
-    from helpers import assert_matches, poisoned
+    from clconv.plan import Problem
+    from helpers import assert_matches, poisoned, run_prepared
 
     import time
 
@@ -155,6 +156,14 @@ def child(which: str, every_config: bool) -> int:
         got = result if result_role == "dw" else case.channels_first(result)  # dw has no layout
         assert_matches(got, ref, case.reduction_length(pass_), "float16")
         runs += 1
+    # the direct forward's strips of rows (a GPU's first guess, which Oclgrind's device is not
+    # offered): a last strip partly below the image, stride along the rows, both layouts
+    for tag in ("n1g2c4o6i7x6k3x3s1x1p1x1d1x1", "n1g4c4o4i9x5k3x3s2x1p1x1d1x1"):
+        for layout in ("channels_first", "channels_last"):
+            problem = Problem(geometry(tag), "forward", "float16", bias=True, layout=layout)
+            run_prepared(queue, rng, problem, REGISTRY["direct"], {"wg": 16, "rows": 4})
+            note(f"direct rows=4 {tag} float16 {layout}")
+            runs += 1
     print(f"clconv-oclgrind: {runs} runs checked", flush=True)
     return runs
 

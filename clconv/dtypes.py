@@ -55,12 +55,21 @@ def storage_name(dtype: np.dtype) -> str | None:
     """The STORAGE name of ``dtype`` (a NumPy dtype), or None if it is no storage dtype."""
     if not _NAMES:
         _NAMES.update({np.dtype(name): name for name in STORAGE if name != "bfloat16"})
-        if bfloat16() is not None:
-            _NAMES[bfloat16()] = "bfloat16"
+        bf16 = bfloat16()
+        if bf16 is not None:
+            _NAMES[bf16] = "bfloat16"
     try:
         return _NAMES.get(dtype)
     except TypeError:  # not hashable: no dtype at all
         return None
+
+
+def name_of(dtype: np.dtype) -> str:
+    """The STORAGE name of a checked tensor's dtype (a TypeError for any other dtype)."""
+    name = storage_name(dtype)
+    if name is None:
+        raise TypeError(f"dtype {dtype} is none of the storage dtypes {', '.join(STORAGE)}")
+    return name
 
 
 def is_storage(dtype: np.dtype) -> bool:

@@ -109,7 +109,7 @@ def c_literal(value: float) -> str:
 
 def _real_number(name: str, value: object) -> float:
     if type(value) is float and math.isfinite(value):  # the usual case, without the ABC check's cost
-        return value  # type: ignore[return-value]
+        return value
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be a real number, got {value!r} ({type(value).__name__})")
     result = float(value)

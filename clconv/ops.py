@@ -23,7 +23,7 @@ from .caches import Cache
 from .geometry import ConvGeometry
 from .resolve import Resolved
 from .passes import OPS
-from .dtypes import storage_name
+from .dtypes import name_of
 from .epilogue import IDENTITY, Epilogue, check as check_epilogue
 from .plan import CHANNELS_FIRST, CHANNELS_LAST, Problem, check_layout
 from .tensors import (
@@ -94,7 +94,7 @@ def _check_static(pass_: str, resolved: Resolved, dtype: np.dtype, queue: cl.Com
                   has_bias: bool, epilogue: Epilogue, layout: str) -> _Static:
     """The checks of a pass that depend only on geometry, dtype, device and algorithm."""
     check_device_dtype(dtype, queue)
-    problem = Problem(resolved.geometry, pass_, storage_name(dtype), bias=has_bias, epilogue=epilogue, layout=layout)
+    problem = Problem(resolved.geometry, pass_, name_of(dtype), bias=has_bias, epilogue=epilogue, layout=layout)
     if algorithm != "auto":
         planner.check_serves(planner.get_algorithm(algorithm, pass_), problem, queue.device)
     shape = problem.spec.result_shape(resolved.geometry)
@@ -492,7 +492,7 @@ def _bias_gradient(grad_output: Tensor, batched_shape: tuple[int, ...], queue: c
     # A 1x1 identity geometry whose *output* is grad_output: the bias kernel sums that output.
     g = ConvGeometry.make(ndim=len(spatial), batch=batch, groups=1, in_channels=1, out_channels=channels,
                           in_size=spatial, kernel=(1,) * len(spatial))
-    runner = planner.bias_gradient_runner(Problem(g, "backward_weight", storage_name(dtype), layout=layout), queue)
+    runner = planner.bias_gradient_runner(Problem(g, "backward_weight", name_of(dtype), layout=layout), queue)
     operand, holder = to_operand(grad_output, queue)
     result = empty_array(queue, (channels,), dtype, result_allocator({"grad_output": grad_output}, queue))
     db, _ = to_operand(result, queue)

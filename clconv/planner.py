@@ -133,7 +133,7 @@ def _cpu_heuristic_order(problem: Problem) -> list[str]:
     vector loads only where B is contiguous along N: a column buffer, or the input or output
     gradient of a 1x1 stride-1 layer.  So im2col first, gemm1x1 for those 1x1 layers' forward and
     data gradient, no split-K (the cores are few: a GEMM has work-items enough); measured on PoCL
-    in docs/performance.md."""
+    in docs/performance.md.  Tiny passes (``CPU_TINY_FLOPS``) take `direct`, which builds fastest."""
     g = problem.geometry
     order = []
     if g.is_depthwise:
@@ -144,10 +144,18 @@ def _cpu_heuristic_order(problem: Problem) -> list[str]:
         # the 1x1 weight gradient's B (the input, transposed) has no row form: im2col's transposed
         # column buffer ran it 3-4x faster
         order.append("gemm1x1")
-    if g.reduction_length < 8:
+    if g.reduction_length < 8 or g.flops <= CPU_TINY_FLOPS:
         order.append("direct")
     order += ["im2col", "gemm1x1", "implicit_gemm", "splitk", "direct"]
     return list(dict.fromkeys(order))
+
+
+# A pass this small runs on the CPU with `direct` in a few tenths of a millisecond, which builds on
+# PoCL in about a second, where the GEMM families' two programs took 6 s cold (a 2x8x12x12 3x3
+# conv2d: 1.1 s first call with direct, 6.2 s with im2col; then 0.14 against 0.07 ms per call).
+# A first call's build outweighs tens of thousands of such calls' difference (issue #12's "on
+# PoCL prefer the algorithm that builds fast for tiny problems"); `clconv tune` still measures all.
+CPU_TINY_FLOPS = 2 * 2 ** 18
 
 
 def candidates(problem: Problem, device: cl.Device) -> list[tuple[Algorithm, dict]]:

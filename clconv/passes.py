@@ -40,6 +40,9 @@ ROLE_SHAPES: Mapping[str, Callable[[ConvGeometry], tuple[int, ...]]] = MappingPr
     "dy": lambda g: g.output_shape,
 })
 
+# The activations: what layout="channels_last" stores (N, *spatial, C); weights and bias keep theirs.
+ACTIVATION_ROLES = ("x", "dx", "y", "dy", "residual")
+
 
 @dataclass(frozen=True)
 class Pass:

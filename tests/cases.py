@@ -33,7 +33,7 @@ import clconv
 from clconv import reference
 from clconv.dtypes import numpy_dtype
 from clconv.geometry import ConvGeometry, resolve_conv, resolve_conv_transpose
-from clconv.passes import OPS, PASS_TABLE, PASSES
+from clconv.passes import ACTIVATION_ROLES, OPS, PASS_TABLE, PASSES
 from clconv.plan import Problem
 
 import transposed_reference as R
@@ -243,7 +243,7 @@ class Case:
     def channels_last(self, value: np.ndarray, role: str) -> np.ndarray:
         """An activation (x, dx, y, dy, residual) of this case as a contiguous channels-last array
         (the channel axis moved last); other roles as they are."""
-        if role not in ("x", "dx", "y", "dy", "residual"):
+        if role not in ACTIVATION_ROLES:
             return value
         return np.ascontiguousarray(np.moveaxis(value, -self.ndim - 1, -1))
 

@@ -146,6 +146,7 @@ def run_prepared(queue, rng: np.random.Generator, problem, algorithm, config: di
 
     from clconv import planner, reference
     from clconv.dtypes import numpy_dtype
+    from clconv.passes import ACTIVATION_ROLES
     from clconv.runtime import Operand
 
     fit = limits.of(queue.device, queue.context)
@@ -159,7 +160,7 @@ def run_prepared(queue, rng: np.random.Generator, problem, algorithm, config: di
     host = {role: random(rng, spec.shape(role, g), dtype) for role in roles}
 
     def channels_last(role):  # activations are stored (N, *spatial, C) in a channels-last problem
-        return problem.layout == "channels_last" and role in ("x", "dx", "y", "dy", "residual")
+        return problem.layout == "channels_last" and role in ACTIVATION_ROLES
 
     def stored(role, value):
         return np.ascontiguousarray(np.moveaxis(value, 1, -1)) if channels_last(role) else value

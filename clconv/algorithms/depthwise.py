@@ -47,8 +47,9 @@ class DepthwiseWgrad(Algorithm):
             # channels-last: neighbouring work-items on neighbouring channels (coalesced on GPUs),
             # up to 32 of them, fewer where the layer has fewer channels
             lanes = 1 if problem.layout == CHANNELS_FIRST else min(32, wg, pow2_at_most(g.out_channels))
+            channel_groups = -(-g.out_channels // lanes)
             # enough work-groups to fill the device several times over, each work-item with real work
-            wanted = -(-8 * fit.compute_units // -(-g.out_channels // lanes))
+            wanted = -(-8 * fit.compute_units // channel_groups)
             slices = max(1, min(wanted, total // (4 * (wg // lanes)), 1024))
             if slices * g.out_channels * g.kernel_volume * problem.itemsize > settings.workspace_limit(device):
                 slices = 1

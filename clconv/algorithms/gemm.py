@@ -152,6 +152,12 @@ class GemmShape:
     swapped: bool = False  # the transposed GEMM (channels-last): A is the activation, B the weight
 
     @property
+    def writes_result(self) -> bool:
+        """Whether C is the pass's result (an activation, through the epilogue), not a weight
+        gradient or a workspace."""
+        return self.c_view in ("c_nchw", "c_nhwc")
+
+    @property
     def splits(self) -> int:
         return -(-self.K // self.ksplit) if self.ksplit else 1
 
@@ -210,7 +216,7 @@ def gemm(problem: Problem, shape: GemmShape, tile: dict, index: str, launches: i
         return _cpu_gemm(problem, shape, tile, index, launches)
     geometry = problem.geometry
     src = source(
-        "gemm.mako", problem, index, writes_result=shape.c_view in ("c_nchw", "c_nhwc"),
+        "gemm.mako", problem, index, writes_result=shape.writes_result,
         M=shape.M, N=shape.N, K=shape.K, KSPLIT=shape.ksplit or shape.K,
         a_view=shape.a_view, b_view=shape.b_view, c_view=shape.c_view,
         a_kfast=shape.a_kfast, b_nfast=shape.b_nfast, a=shape.a, b=shape.b, c=shape.c,
@@ -263,7 +269,7 @@ def _cpu_gemm(problem: Problem, shape: GemmShape, tile: dict, index: str, launch
     if packed and problem.geometry.needs_int64(pack_bytes // problem.itemsize):
         index = "long"
     src = source(
-        "gemm_cpu.mako", problem, index, writes_result=shape.c_view in ("c_nchw", "c_nhwc"),
+        "gemm_cpu.mako", problem, index, writes_result=shape.writes_result,
         M=shape.M, N=shape.N, K=shape.K, KSPLIT=shape.ksplit or shape.K,
         a_view=shape.a_view, b_view=shape.b_view, c_view=shape.c_view, a=shape.a, b=shape.b, c=shape.c,
         b_row=b_row, RUN=run, WM=tile["WM"], VN=tile["VN"], LM=lm, A_PACKED=packed,

@@ -95,12 +95,13 @@ def _smallest_tiles(fit: limits.Limits) -> list[tuple]:
 
 
 def gemm_tiles(m: int, n: int, fit: limits.Limits, itemsize: int, limit: int = 4, groups: int = 1,
-               vector_first: bool = True, layout: str = CHANNELS_FIRST) -> list[dict]:
+               vector_first: bool = True, layout: str = CHANNELS_FIRST, plain: bool = False) -> list[dict]:
     """Tiles that fit the device, best guess first: least work wasted on the matrix edges, enough
-    work-groups to fill every compute unit (on a GPU), then the table's order of preference.  On a
-    CPU, the GEMM without local memory comes first when ``vector_first`` (else after one
-    local-memory tile); it reads rows of channels-first activations, so channels-last ``layout``
-    gets the local-memory tiles only."""
+    work-groups to fill every compute unit (on a GPU), then (``plain``: A and B are plain matrices,
+    whose loads cost no index decoding) the larger per-work-item blocks, then the table's order of
+    preference.  On a CPU, the GEMM without local memory comes first when ``vector_first`` (else
+    after one local-memory tile); it reads rows of channels-first activations, so channels-last
+    ``layout`` gets the local-memory tiles only."""
     gpu = fit.gpu
     tiles = [t for t in (GPU_TILES if gpu else CPU_TILES) if _tile_fits(t, fit, itemsize)]
     if not tiles:
@@ -118,7 +119,13 @@ def gemm_tiles(m: int, n: int, fit: limits.Limits, itemsize: int, limit: int = 4
             waste *= max(1.0, units / count)
         return waste
 
-    tiles.sort(key=cost)  # stable: equal costs keep the table's order of preference
+    def block(tile) -> int:
+        # an 8x8 block does 64 FMAs per 16 local loads where 8x4 does 32 per 12: on Winograd's
+        # workspace GEMMs (an H200) the 8x8 tiles won every tie of waste, by up to 17%; the
+        # convolution views' loads decode indexes, and there the table's order stands
+        return -tile[3] * tile[4] if plain else 0
+
+    tiles.sort(key=lambda tile: (cost(tile), block(tile)))  # stable: equal keys keep the table's order
     configs = [dict(zip(TILE_KEYS, t)) for t in tiles]
     if not gpu:
         # no local memory, no barriers: what PoCL runs fastest (docs/performance.md); the
@@ -131,6 +138,10 @@ def gemm_tiles(m: int, n: int, fit: limits.Limits, itemsize: int, limit: int = 4
         else:
             configs = configs[:1] + vector[:2] + configs[1:2] + vector[2:] + configs[2:]
     return configs[:limit]
+
+
+# Views of weights and workspaces, laid out the same whatever the activations' layout.
+MATRIX_VIEWS = {"a_matrix", "b_columns", "b_columns_t", "c_matrix"}
 
 
 @dataclass(frozen=True)
@@ -150,12 +161,22 @@ class GemmShape:
     c: dict
     ksplit: int = 0  # 0: the whole contraction in one piece
     swapped: bool = False  # the transposed GEMM (channels-last): A is the activation, B the weight
+    gemms: int = 0  # GEMMs per launch, the range of the views' g: 0 for the geometry's groups
+
+    def count(self, geometry: ConvGeometry) -> int:
+        return self.gemms or geometry.groups
 
     @property
     def writes_result(self) -> bool:
         """Whether C is the pass's result (an activation, through the epilogue), not a weight
         gradient or a workspace."""
         return self.c_view in ("c_nchw", "c_nhwc")
+
+    @property
+    def reads_activations(self) -> bool:
+        """Whether a view reads or writes an activation (whose layout then matters), rather than
+        only weights and workspaces."""
+        return not {self.a_view, self.b_view, self.c_view} <= MATRIX_VIEWS
 
     @property
     def splits(self) -> int:
@@ -211,12 +232,12 @@ class Gemm:
 def gemm(problem: Problem, shape: GemmShape, tile: dict, index: str, launches: int = 1) -> Gemm:
     """One GEMM (called ``launches`` times per call: im2col's batch chunks) with ``tile``."""
     if is_cpu_config(tile):
-        if problem.layout != CHANNELS_FIRST:  # its row loads and stores assume channels-first activations
+        if problem.layout != CHANNELS_FIRST and shape.reads_activations:  # its row loads and stores assume channels-first activations
             raise ValueError(f"the CPU GEMM configuration {tile} reads channels_first activations only")
         return _cpu_gemm(problem, shape, tile, index, launches)
     geometry = problem.geometry
     src = source(
-        "gemm.mako", problem, index, writes_result=shape.writes_result,
+        "gemm.mako", problem, index, writes_result=shape.writes_result, GEMMS=shape.count(geometry),
         M=shape.M, N=shape.N, K=shape.K, KSPLIT=shape.ksplit or shape.K,
         a_view=shape.a_view, b_view=shape.b_view, c_view=shape.c_view,
         a_kfast=shape.a_kfast, b_nfast=shape.b_nfast, a=shape.a, b=shape.b, c=shape.c,
@@ -226,7 +247,7 @@ def gemm(problem: Problem, shape: GemmShape, tile: dict, index: str, launches: i
     global_size = (
         rounded(shape.N, tile["TN"]) // tile["WN"],
         rounded(shape.M, tile["TM"]) // tile["WM"],
-        geometry.groups * shape.splits,
+        shape.count(geometry) * shape.splits,
     )
     return Gemm(src, global_size, local)
 
@@ -269,12 +290,12 @@ def _cpu_gemm(problem: Problem, shape: GemmShape, tile: dict, index: str, launch
     if packed and problem.geometry.needs_int64(pack_bytes // problem.itemsize):
         index = "long"
     src = source(
-        "gemm_cpu.mako", problem, index, writes_result=shape.writes_result,
+        "gemm_cpu.mako", problem, index, writes_result=shape.writes_result, GEMMS=shape.count(problem.geometry),
         M=shape.M, N=shape.N, K=shape.K, KSPLIT=shape.ksplit or shape.K,
         a_view=shape.a_view, b_view=shape.b_view, c_view=shape.c_view, a=shape.a, b=shape.b, c=shape.c,
         b_row=b_row, RUN=run, WM=tile["WM"], VN=tile["VN"], LM=lm, A_PACKED=packed,
     )
-    global_size = (rounded(blocks, lm), -(-shape.N // tile["VN"]), problem.geometry.groups * shape.splits)
+    global_size = (rounded(blocks, lm), -(-shape.N // tile["VN"]), shape.count(problem.geometry) * shape.splits)
     pack = None
     if packed:  # every packed view is a view of the weight
         pack = call(src, "clc_pack_a", (shape.K, blocks, problem.geometry.groups), None, Arg("w"), Arg("apack"))

@@ -1,55 +1,96 @@
-"""Winograd F(2x2, 3x3) for 3x3 stride-1 convolutions, not fused (kernels/winograd.mako).
+"""Winograd F(2x2, 3x3) for 3x3 stride-1 convolutions and their weight gradients, not fused
+(kernels/winograd.mako for the transforms, the GEMM core for the products).
 
-Each 2x2 output tile is ``A^T [(G g G^T) . (B^T d B)] A`` for its 4x4 input patch ``d``: per input
-and output channel pair, 16 multiplies per tile where a direct convolution does 36 (2.25x fewer).
-The elementwise products summed over input channels are 16 independent GEMMs per group, so the
-plan is: transform the weight (U), transform the input (V), run the 16 GEMMs (M = U V), transform
-M back into the output through the epilogue (bias, alpha, residual, activation).  The data gradient
-of a stride-1 3x3 layer is the same convolution of ``dy`` with the weight flipped and its channel
-axes swapped, padded by ``2 - pad``.  The workspaces hold clc_real whatever the storage dtype: only
-the weight and input transforms read the call's tensors, and only the output transform writes one,
-so those two alone index the activations by their layout (channels_first or channels_last).
+Forward: each 2x2 output tile is ``A^T [(G g G^T) . (B^T d B)] A`` for its 4x4 input patch ``d``:
+per input and output channel pair, 16 multiplies per tile where a direct convolution does 36
+(2.25x fewer).  The elementwise products summed over input channels are 16 independent GEMMs per
+group, so the plan is: transform the weight (U), transform the input (V), run the 16 GEMMs
+(M = U V) through the GEMM core (gemm.mako, its tiles and its CPU variant), transform M back
+into the output through the epilogue (bias, alpha, residual, activation).  The data gradient of a
+stride-1 3x3 layer is the same convolution of ``dy`` with the weight flipped and its channel axes
+swapped, padded by ``2 - pad``.
 
-Error: the transforms add and halve values, so an fp32 result carries about 2-4x the rounding error
-of a direct sum of the same length (measured against the float64 reference in the tests, within
-``reference.tolerance``).  The workspaces hold the transformed input and the products: 16/4 = 4x
-the input and the output in size; the algorithm declines when they pass the workspace limit.
+Weight gradient: the same identity read backwards.  The forward tile is linear in ``g`` through
+``(G g G^T)``, so the gradient of ``sum(dy . y)`` over one tile is
+``G^T [(A dy A^T) . (B^T d B)] G``: the input transform is the forward one, the 2x2 output-gradient
+tile is transformed by ``A`` (4x2), and the 16 products, summed over every tile of every image,
+are 16 GEMMs per group with the tiles as their contraction (M[t] = Y[t] V[t]^T, C_out x C_in).
+That contraction is long and the GEMMs small, so it is cut into ``splits`` pieces like split-K's;
+the last kernel sums the pieces in a fixed order and applies ``G^T . G`` (deterministic).
+
+The workspaces hold clc_real whatever the storage dtype: only the transforms read the call's
+tensors and write its result, so they alone index the activations by their layout.
+
+Error: the transforms add and halve values, so an fp32 result carries about 2-4x the rounding
+error of a direct sum of the same length (measured against the float64 reference in the tests,
+within ``reference.tolerance``).  The workspaces hold the transformed input and the products:
+16/4 = 4x the input and the output (the output gradient, for the weight gradient) in size; the
+algorithm declines when they pass the workspace limit.
 """
 
 from __future__ import annotations
 
 from .. import limits, settings
-from ..plan import LAYOUTS, Arg, Plan, Problem, rounded
+from ..plan import CHANNELS_FIRST, LAYOUTS, Arg, Plan, Problem, rounded
 from .base import Algorithm, call, epilogue_args, source
+from .gemm import GemmShape, gemm_calls, gemm_tiles, tile_config, tile_extent
+from .splitk import SplitK
+
+POSITIONS = 16  # of a 4x4 transformed tile: the GEMMs per group
 
 
 class Winograd(Algorithm):
     name = "winograd"
-    passes = ("forward", "backward_data")
+    passes = ("forward", "backward_data", "backward_weight")
     layouts = LAYOUTS  # the transforms read src and write dst with either layout's steps
-    description = ("3x3 stride-1 layers by Winograd F(2x2, 3x3): weight and input transforms, 16 batched "
-                   "GEMMs, output transform (2.25x fewer multiplies than a direct sum)")
+    description = ("3x3 stride-1 layers by Winograd F(2x2, 3x3): transforms around 16 batched GEMMs per group "
+                   "(2.25x fewer multiplies than a direct sum), the weight gradient too")
 
     @staticmethod
     def _conv(problem: Problem) -> dict:
-        """The convolution this plan runs, as the template's parameters: the forward pass's own,
-        or (data gradient) dy -> dx, whose padding is 2 - pad on each side."""
+        """The convolution whose tiles this plan transforms, as the template's parameters: the
+        forward pass's own (also the weight gradient's: x's patches and dy's tiles), or (data
+        gradient) dy -> dx, whose padding is 2 - pad on each side."""
         g = problem.geometry
         ih, iw, oh, ow = g.in_size[1], g.in_size[2], g.out_size[1], g.out_size[2]
-        if problem.pass_ == "forward":
-            conv = dict(CIN=g.cin_per_group, COUT=g.cout_per_group, IH=ih, IW=iw, OH=oh, OW=ow,
-                        PT=g.pad_begin[1], PL=g.pad_begin[2], FLIP=False)
-        else:
+        if problem.pass_ == "backward_data":
             conv = dict(CIN=g.cout_per_group, COUT=g.cin_per_group, IH=oh, IW=ow, OH=ih, OW=iw,
                         PT=2 - g.pad_begin[1], PL=2 - g.pad_begin[2], FLIP=True)
+        else:
+            conv = dict(CIN=g.cin_per_group, COUT=g.cout_per_group, IH=ih, IW=iw, OH=oh, OW=ow,
+                        PT=g.pad_begin[1], PL=g.pad_begin[2], FLIP=False)
         return dict(conv, N=g.batch, GROUPS=g.groups, TH=-(-conv["OH"] // 2), TW=-(-conv["OW"] // 2))
 
     @staticmethod
-    def _workspaces(problem: Problem, conv: dict) -> dict[str, int]:
-        tiles = conv["N"] * conv["TH"] * conv["TW"]
-        per_position = conv["GROUPS"] * 16 * problem.itemsize
-        return {"u": per_position * conv["COUT"] * conv["CIN"], "v": per_position * conv["CIN"] * tiles,
-                "m": per_position * conv["COUT"] * tiles}
+    def _tiles(conv: dict) -> int:
+        return conv["N"] * conv["TH"] * conv["TW"]
+
+    def tiles(self, problem: Problem) -> int:
+        """The 2x2 output tiles of the convolution this plan transforms, over the whole batch."""
+        return self._tiles(self._conv(problem))
+
+    def _shape(self, problem: Problem, conv: dict, ksplit: int = 0) -> GemmShape:
+        """The GEMMs, G*16 of them: forward and data gradient M[t] = U[t] V[t] (C_out x tiles,
+        over C_in); weight gradient M[t] = Y[t] V[t]^T (C_out x C_in, over the tiles)."""
+        cin, cout, tiles = conv["CIN"], conv["COUT"], self._tiles(conv)
+        gemms = conv["GROUPS"] * POSITIONS
+        if problem.pass_ == "backward_weight":
+            return GemmShape(M=cout, N=cin, K=tiles, a_view="a_matrix", b_view="b_columns_t", c_view="c_matrix",
+                             a_kfast=True, b_nfast=False, a={"M": cout, "K": tiles}, b={"K": tiles, "N": cin},
+                             c={"M": cout, "N": cin, "accumulate": False, "stored": False}, ksplit=ksplit,
+                             gemms=gemms)
+        return GemmShape(M=cout, N=tiles, K=cin, a_view="a_matrix", b_view="b_columns", c_view="c_matrix",
+                         a_kfast=True, b_nfast=True, a={"M": cout, "K": cin}, b={"K": cin, "N": tiles},
+                         c={"M": cout, "N": tiles, "accumulate": False, "stored": False}, gemms=gemms)
+
+    def _workspaces(self, problem: Problem, conv: dict, splits: int = 1) -> dict[str, int]:
+        tiles = self._tiles(conv)
+        per_position = conv["GROUPS"] * POSITIONS * problem.itemsize
+        v = per_position * conv["CIN"] * tiles
+        if problem.pass_ == "backward_weight":  # Y: dy's tiles transformed; M: a piece's products
+            return {"v": v, "ydy": per_position * conv["COUT"] * tiles,
+                    "m": splits * per_position * conv["COUT"] * conv["CIN"]}
+        return {"u": per_position * conv["COUT"] * conv["CIN"], "v": v, "m": per_position * conv["COUT"] * tiles}
 
     def decline_reason(self, problem, device):
         reason = super().decline_reason(problem, device)
@@ -64,38 +105,83 @@ class Winograd(Algorithm):
                 reason = (f"its transformed input and products need {needed} bytes, more than the workspace limit "
                           f"({settings.workspace_limit(device)} bytes, CLCONV_WORKSPACE_LIMIT)")
         if reason is None and not self.configs(problem, device):
-            reason = "no GEMM work-group fits the device's work-group and local memory limits"
+            reason = "no GEMM tile fits the device's work-group and local memory limits"
         return reason
 
     def configs(self, problem, device):
+        conv = self._conv(problem)
+        shape = self._shape(problem, conv)
         fit = limits.of(device)
+        if problem.pass_ != "backward_weight":
+            # the GEMMs read workspaces, laid out as channels-first matrices whatever the layout
+            return gemm_tiles(shape.M, shape.N, fit, problem.itemsize, groups=shape.gemms, layout=CHANNELS_FIRST,
+                              plain=True)
+        # the weight gradient's pieces supply the parallelism (as split-K's): tiles by edge waste,
+        # then the piece count that brings the work-groups nearest to filling the device
         out = []
-        for side in (16, 8, 4):  # the GEMM's work-group is side x side, each work-item 4 x 4 outputs
-            local_bytes = side * (8 * side + 1) * problem.itemsize
-            if fit.fits((side, side), local_bytes):
-                out.append({"LS": side})
-        return out[:2]
+        for tile in gemm_tiles(shape.M, shape.N, fit, problem.itemsize, groups=1 << 20, layout=CHANNELS_FIRST,
+                               vector_first=False):
+            splits = self._splits(problem, conv, shape, tile, device)
+            if splits:
+                out.append({**tile, "splits": splits})
+        return out
+
+    def _splits(self, problem: Problem, conv: dict, shape: GemmShape, tile: dict, device) -> int:
+        """The weight gradient's piece count for ``tile``: pieces of whole TK steps of at least
+        SplitK.MIN_PIECE tiles, as many as bring the work-groups nearest 4 per compute unit, within
+        the workspace limit (0 if not even one piece fits)."""
+        tm, tn, tk = tile_extent(tile)
+        work_groups = -(-shape.M // tm) * -(-shape.N // tn) * shape.gemms
+        target = 4 * limits.of(device).compute_units
+        limit = settings.workspace_limit(device)
+        best, best_distance = 0, None
+        for s in range(1, 257):
+            piece = SplitK.piece_length(shape.K, s, tk)
+            if s > 1 and (piece < SplitK.MIN_PIECE or -(-shape.K // piece) != s):
+                continue
+            if sum(self._workspaces(problem, conv, s).values()) > limit:
+                break
+            distance = abs(work_groups * s - target)
+            if best_distance is None or distance < best_distance:
+                best, best_distance = s, distance
+        return best
 
     def plan(self, problem, config, device):
         g = problem.geometry
         conv = self._conv(problem)
-        spaces = self._workspaces(problem, conv)
+        tile = tile_config(config)
+        requested = config.get("splits", 1)
+        ksplit = SplitK.piece_length(self._tiles(conv), requested, tile_extent(tile)[2]) if requested > 1 else 0
+        shape = self._shape(problem, conv, ksplit)
+        splits = shape.splits  # the pieces the GEMM writes (fewer than asked where the cut leaves one empty)
+        spaces = self._workspaces(problem, conv, splits)
         index = problem.index_type(max(spaces.values()) // problem.itemsize)
-        # one program for all four kernels: a first call builds once (an epilogue of its own is
-        # another build of all four; splitting the output transform off would cost two builds each time)
-        src = source("winograd.mako", problem, index, LS=config["LS"], **conv)
-        tiles, side = conv["N"] * conv["TH"] * conv["TW"], config["LS"] * 4
+        # the transforms are one program (a first call builds it and the GEMM's: two builds); the
+        # GEMM reads and writes workspaces only, so every epilogue of the geometry shares it
+        src = source("winograd.mako", problem, index, SPLITS=splits, **conv)
+        tiles = self._tiles(conv)
         spec = problem.spec
+        if problem.pass_ == "backward_weight":
+            gemm, gemm_spaces = gemm_calls(problem, shape, tile, index, "ydy", "v", "m")
+            calls = (
+                call(src, "clc_wino_input", (rounded(tiles, 64), g.groups * conv["CIN"]), None,
+                     Arg("x"), Arg("v", with_offset=False)),
+                call(src, "clc_wino_grad_output", (rounded(tiles, 64), g.groups * conv["COUT"]), None,
+                     Arg("dy"), Arg("ydy", with_offset=False)),
+                *gemm,
+                call(src, "clc_wino_weight_grad", (rounded(conv["COUT"] * conv["CIN"], 64), g.groups), None,
+                     Arg("m", with_offset=False), Arg("dw")),
+            )
+            return Plan(problem, self.name, config, calls, {**spaces, **gemm_spaces})
         source_role, result_role = spec.inputs[0], spec.result  # x -> y, or dy -> dx
+        gemm, gemm_spaces = gemm_calls(problem, shape, tile, index, "u", "v", "m")
         calls = (
             call(src, "clc_wino_weight", (rounded(conv["COUT"] * conv["CIN"], 64), g.groups), None,
                  Arg("w"), Arg("u", with_offset=False)),
             call(src, "clc_wino_input", (rounded(tiles, 64), g.groups * conv["CIN"]), None,
                  Arg(source_role), Arg("v", with_offset=False)),
-            call(src, "clc_wino_gemm", (rounded(tiles, side) // 4, rounded(conv["COUT"], side) // 4, g.groups * 16),
-                 (config["LS"], config["LS"], 1), Arg("u", with_offset=False), Arg("v", with_offset=False),
-                 Arg("m", with_offset=False)),
+            *gemm,
             call(src, "clc_wino_output", (rounded(tiles, 64), g.groups * conv["COUT"]), None,
                  Arg("m", with_offset=False), *epilogue_args(problem, result_role), Arg(result_role)),
         )
-        return Plan(problem, self.name, config, calls, spaces)
+        return Plan(problem, self.name, config, calls, {**spaces, **gemm_spaces})

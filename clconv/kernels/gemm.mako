@@ -12,7 +12,8 @@
 ## matrix.  The operand views decide what A, B and C are (operands.mako).
 ##
 ## Entry point: clc_gemm.
-## Parameters (all baked in): geom, real, data, index, entries, epilogue, bias, M, N, K, TM, TN, TK, WM, WN, VW (vector
+## Parameters (all baked in): geom, real, data, index, entries, epilogue, bias, GEMMS (the GEMMs of
+## one launch, the group index g's range: the groups, or Winograd's groups x tile positions), M, N, K, TM, TN, TK, WM, WN, VW (vector
 ## width of the register blocks: 1, 2 or 4, dividing WM and WN), PIPE (1: the next step's global
 ## loads are issued before the current step's arithmetic, as GPUs want; 0: load, then compute, which
 ## suits PoCL, where registers live across a barrier are spilled per work-item), KSPLIT (contraction
@@ -25,6 +26,7 @@
 <%namespace name="prelude" file="prelude.mako"/>
 <%namespace name="views" file="operands.mako"/>
 ${prelude.header(geom, real, index, data, epilogue, bias)}
+#define CLC_GEMMS ${GEMMS}
 ${getattr(views, a_view)(a)}
 ${getattr(views, b_view)(b)}
 ${getattr(views, c_view)(c)}
@@ -116,8 +118,8 @@ void clc_gemm(__global const clc_a_t* restrict a_base, const long a_off,
     const int lid = ty * ${RTN} + tx;
     const clc_idx n0 = (clc_idx)get_group_id(0) * ${TN};
     const clc_idx m0 = (clc_idx)get_group_id(1) * ${TM};
-    const clc_idx g = get_group_id(2) % CLC_G;
-    const clc_idx split = get_group_id(2) / CLC_G;
+    const clc_idx g = get_group_id(2) % CLC_GEMMS;
+    const clc_idx split = get_group_id(2) / CLC_GEMMS;
     const clc_idx k_begin = split * ${KSPLIT};
     const clc_idx k_end = min(k_begin + ${KSPLIT}, CLC_K);
 

@@ -14,7 +14,7 @@
 ##   clc_gemm    the GEMM (reading A packed when A_PACKED)
 ##   clc_pack_a  A's packed copy, asked for (and launched first) only when A_PACKED
 ## Parameters (all baked in): geom, real, data, index, entries, epilogue, bias (the prelude's: C is
-## the pass's result under c_nchw), M, N, K, a_view/b_view/c_view and their dicts a/b/c
+## the pass's result under c_nchw), GEMMS (as gemm.mako's), M, N, K, a_view/b_view/c_view and their dicts a/b/c
 ## (operands.mako), WM (rows per work-item); for clc_gemm also KSPLIT (contraction
 ## length of one split piece; K when unsplit), VN (columns per work-item: 4, 8 or 16), LM
 ## (work-items per work-group, along M), b_row (Python's decision that this view/geometry has a row
@@ -33,6 +33,7 @@
 <%namespace name="prelude" file="prelude.mako"/>
 <%namespace name="views" file="operands.mako"/>
 ${prelude.header(geom, real, index, data, epilogue, bias)}
+#define CLC_GEMMS ${GEMMS}
 ${getattr(views, a_view)(a)}
 ${getattr(views, b_view)(b)}
 ${getattr(views, c_view)(c)}
@@ -132,8 +133,8 @@ void clc_gemm(__global const ${a_t}* restrict a_base, const long a_off,
 % else:
     const clc_idx nv = n0;
 % endif
-    const clc_idx g = get_group_id(2) % CLC_G;
-    const clc_idx split = get_group_id(2) / CLC_G;
+    const clc_idx g = get_group_id(2) % CLC_GEMMS;
+    const clc_idx split = get_group_id(2) / CLC_GEMMS;
     const clc_idx k_begin = split * ${KSPLIT};
     const clc_idx k_end = min(k_begin + ${KSPLIT}, CLC_K);
 
@@ -214,7 +215,7 @@ ${fmas()}
             } else
 % elif c_view == "c_matrix":
             if (nv == n0 && n0 + ${VN} <= CLC_NN) {
-                __global clc_c_t* row = c + ((split * CLC_G + g) * ${c["M"]} + m) * ${c["N"]} + n0;
+                __global clc_c_t* row = c + ((split * CLC_GEMMS + g) * ${c["M"]} + m) * ${c["N"]} + n0;
 % if c["accumulate"]:
                 /* later batch chunks add onto the earlier ones, in launch order: deterministic (in a
                    clc_real workspace where the storage is narrower: rounded once, at the end) */

@@ -47,6 +47,16 @@ inline clc_real clc_load_a(__global const clc_a_t* restrict dy, clc_idx g, clc_i
 }
 </%def>
 
+<%def name="a_matrix(p)">
+/* A(m, k) = a[g][m][k]: a workspace matrix with contiguous rows (Winograd's transformed weight,
+   or its transformed output gradient with the tiles along k). */
+typedef clc_real clc_a_t;
+inline clc_real clc_load_a(__global const clc_a_t* restrict a, clc_idx g, clc_idx m, clc_idx k, int chunk)
+{
+    return a[(g * ${p["M"]} + m) * ${p["K"]} + k];
+}
+</%def>
+
 ## The channels-last GEMMs run transposed (gemm.py's `swapped` shapes): C^T = B^T A^T, rows the
 ## pixels and columns the channels, so that a work-item row's stores are consecutive channels.
 <%def name="a_input_unfold(p)">
@@ -252,9 +262,9 @@ inline void clc_store_c(__global clc_c_t* restrict out, __global const clc_data*
 {
 % if p.get("tap_major"):
     /* n = (tap, ci): stored at its (ci, tap) place, so dw and the partials keep the weight's layout */
-    const clc_idx at = ((split * CLC_G + g) * ${p["M"]} + m) * ${p["N"]} + (n % CLC_CI) * CLC_KV + n / CLC_CI;
+    const clc_idx at = ((split * CLC_GEMMS + g) * ${p["M"]} + m) * ${p["N"]} + (n % CLC_CI) * CLC_KV + n / CLC_CI;
 % else:
-    const clc_idx at = ((split * CLC_G + g) * ${p["M"]} + m) * ${p["N"]} + n;
+    const clc_idx at = ((split * CLC_GEMMS + g) * ${p["M"]} + m) * ${p["N"]} + n;
 % endif
 % if p["accumulate"]:
     /* later batch chunks add onto the earlier ones, in launch order: deterministic (a workspace

@@ -1,18 +1,22 @@
-## Winograd F(2x2, 3x3), not fused: 3x3 stride-1 convolutions in 16 elementwise products per 2x2
-## output tile instead of 36 multiply-adds (2.25x fewer), as four kernels over three workspaces.
-## Entry points (the convolution run here: input `src` (N, G*CIN, IH, IW) -> output `dst`
-## (N, G*COUT, OH, OW), or (N, IH, IW, G*CIN) -> (N, OH, OW, G*COUT) channels_last; the forward pass
-## runs x -> y, the data gradient dy -> dx with the weight flipped and its channel axes swapped, `FLIP`):
-##   clc_wino_weight  U[g][t][o][i] = (G w G^T)[t], t the 16 positions of a 4x4 tile
-##   clc_wino_input   V[g][t][i][p] = (B^T d B)[t], d the 4x4 input patch of tile p (zeros outside)
-##   clc_wino_gemm    M[g][t][o][p] = sum_i U[g][t][o][i] V[g][t][i][p]: G*16 GEMMs, local-memory tiles
-##   clc_wino_output  dst = A^T M A per tile through the epilogue, the edge tiles' outside outputs dropped
-## w, src and dst are the call's tensors (clc_data); U, V and M are workspaces (clc_real), so the
-## transforms and the GEMMs run in the arithmetic type whatever the storage.
+## Winograd F(2x2, 3x3), not fused: the transforms around the GEMM core's 16 GEMMs per group
+## (algorithms/winograd.py says why each identity holds).  The convolution whose tiles are
+## transformed: input `src` (N, G*CIN, IH, IW) -> output `dst` (N, G*COUT, OH, OW), or
+## (N, IH, IW, G*CIN) -> (N, OH, OW, G*COUT) channels_last; the forward pass runs x -> y, the data
+## gradient dy -> dx with the weight flipped and its channel axes swapped (`FLIP`), and the weight
+## gradient reads x as src and dy as dst.  t is one of the 16 positions of a 4x4 tile, p a 2x2
+## output tile (P = N * TH * TW of them).  Entry points:
+##   clc_wino_weight       U[g][t][o][i] = (G w G^T)[t]
+##   clc_wino_input        V[g][t][i][p] = (B^T d B)[t], d the 4x4 input patch of tile p (zeros outside)
+##   clc_wino_output       dst = A^T M A per tile through the epilogue, M[g][t][o][p] = sum_i U V
+##                         (the GEMMs'), the edge tiles' outside outputs dropped
+##   clc_wino_grad_output  Y[g][t][o][p] = (A e A^T)[t], e the 2x2 tile p of dy (zeros outside)
+##   clc_wino_weight_grad  dw[g*COUT + o][i] = G^T (sum over the pieces s of M[s][g][t][o][i]) G,
+##                         M[s] = sum over piece s's tiles of Y V (the GEMMs')
+## w, src, dst and dw are the call's tensors (clc_data); U, V, Y and M are workspaces (clc_real), so
+## the transforms run in the arithmetic type whatever the storage.
 ## Parameters: geom, real, data, layout, index, entries, epilogue, bias (the prelude's: clc_wino_output
 ## writes the result); N, GROUPS, CIN, COUT (per group), IH, IW, OH, OW, PT, PL (the padding before rows and
-## columns), TH, TW (tiles down and across), FLIP; LS (the GEMM's work-group side; each work-item
-## computes 4 x 4 of an LS*4 square tile).
+## columns), TH, TW (tiles down and across), FLIP; SPLITS (the weight gradient's pieces).
 <%namespace name="prelude" file="prelude.mako"/>
 ${prelude.header(geom, real, index, data, epilogue, bias)}
 #define CLC_W_P ((clc_idx)${N} * ${TH} * ${TW})
@@ -110,57 +114,6 @@ __kernel void clc_wino_input(__global const clc_data* restrict src_base, const l
 }
 </%def>\
 ##
-<%def name="clc_wino_gemm()">
-<% T = LS * 4 %>\
-/* global: (P rounded up to ${T} / 4, COUT rounded up to ${T} / 4, GROUPS * 16); local (${LS}, ${LS}).
-   Each work-group computes a ${T} x ${T} tile of one of the G*16 products M = U V, stepping through
-   the CIN contraction ${LS} at a time through local memory; work-item (lx, ly) computes outputs
-   (ly + ${LS}*a, lx + ${LS}*b), a, b < 4, so that a row of work-items reads consecutive B elements. */
-__kernel __attribute__((reqd_work_group_size(${LS}, ${LS}, 1)))
-void clc_wino_gemm(__global const clc_real* restrict u, __global const clc_real* restrict v,
-                   __global clc_real* restrict m)
-{
-    const int lx = get_local_id(0), ly = get_local_id(1);
-    const clc_idx p0 = (clc_idx)get_group_id(0) * ${T};
-    const int o0 = get_group_id(1) * ${T};
-    const int gt = get_group_id(2);                   /* g * 16 + t */
-    __global const clc_real* restrict a = u + (clc_idx)gt * ${COUT} * ${CIN};
-    __global const clc_real* restrict b = v + (clc_idx)gt * ${CIN} * CLC_W_P;
-    __local clc_real a_tile[${LS}][${T} + 1];         /* [k][o], padded against bank conflicts */
-    __local clc_real b_tile[${LS}][${T}];             /* [k][p] */
-    clc_real acc[4][4];
-    for (int x = 0; x < 4; ++x)
-        for (int y = 0; y < 4; ++y) acc[x][y] = (clc_real)0;
-    for (int k0 = 0; k0 < ${CIN}; k0 += ${LS}) {
-        for (int s = 0; s < 4; ++s) {
-            /* A: rows o0 + ly + LS*s, column k0 + lx; B: row k0 + ly, columns p0 + lx + LS*s */
-            const int o = o0 + ly + ${LS} * s, ka = k0 + lx, kb = k0 + ly;
-            const clc_idx p = p0 + lx + ${LS} * s;
-            a_tile[lx][ly + ${LS} * s] = (o < ${COUT} && ka < ${CIN}) ? a[(clc_idx)o * ${CIN} + ka] : (clc_real)0;
-            b_tile[ly][lx + ${LS} * s] = (kb < ${CIN} && p < CLC_W_P) ? b[(clc_idx)kb * CLC_W_P + p] : (clc_real)0;
-        }
-        barrier(CLK_LOCAL_MEM_FENCE);
-        for (int k = 0; k < ${LS}; ++k) {
-            clc_real ak[4], bk[4];
-            for (int x = 0; x < 4; ++x) ak[x] = a_tile[k][ly + ${LS} * x];
-            for (int y = 0; y < 4; ++y) bk[y] = b_tile[k][lx + ${LS} * y];
-            for (int x = 0; x < 4; ++x)
-                for (int y = 0; y < 4; ++y) acc[x][y] = fma(ak[x], bk[y], acc[x][y]);
-        }
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
-    __global clc_real* restrict out = m + (clc_idx)gt * ${COUT} * CLC_W_P;
-    for (int x = 0; x < 4; ++x) {
-        const int o = o0 + ly + ${LS} * x;
-        if (o >= ${COUT}) continue;
-        for (int y = 0; y < 4; ++y) {
-            const clc_idx p = p0 + lx + ${LS} * y;
-            if (p < CLC_W_P) out[(clc_idx)o * CLC_W_P + p] = acc[x][y];
-        }
-    }
-}
-</%def>\
-##
 <%def name="clc_wino_output()">
 /* global: (P rounded up, GROUPS * COUT); one work-item per (tile, output channel). */
 __kernel void clc_wino_output(__global const clc_real* restrict m,
@@ -195,6 +148,80 @@ __kernel void clc_wino_output(__global const clc_real* restrict m,
         const clc_idx pos = plane + (row * ${OW} + tx * 2) * CLC_W_DST_P;
         clc_store_result(dst, pos, at[r][0] + at[r][1] + at[r][2], bias, go, residual);
         if (tx * 2 + 1 < ${OW}) clc_store_result(dst, pos + CLC_W_DST_P, at[r][1] - at[r][2] - at[r][3], bias, go, residual);
+    }
+}
+</%def>\
+##
+<%def name="clc_wino_grad_output()">
+/* global: (P rounded up, GROUPS * COUT); one work-item per (tile, output channel): the weight
+   gradient's transformed dy, A e A^T with A^T = [1 1 1 0; 0 1 -1 -1]. */
+__kernel void clc_wino_grad_output(__global const clc_data* restrict dy_base, const long dy_off,
+                                   __global clc_real* restrict ydy)
+{
+    const clc_idx p = get_global_id(0);
+    if (p >= CLC_W_P) return;
+    const int go = get_global_id(1);                  /* g * COUT + o */
+    const int tx = (int)(p % ${TW}), ty = (int)((p / ${TW}) % ${TH});
+    const clc_idx n = p / ((clc_idx)${TH} * ${TW});
+    __global const clc_data* restrict plane = dy_base + dy_off + n * ${GROUPS * COUT} * ${OH * OW} + go * CLC_W_DST_C;
+    clc_real e[2][2];
+    for (int r = 0; r < 2; ++r) {
+        const int row = ty * 2 + r;
+        for (int c = 0; c < 2; ++c) {
+            const int col = tx * 2 + c;
+            e[r][c] = (row < ${OH} && col < ${OW}) ? clc_ld(plane, (row * ${OW} + col) * CLC_W_DST_P) : (clc_real)0;
+        }
+    }
+    /* A e: rows e0, e0 + e1, e0 - e1, -e1; then the same along the columns */
+    clc_real ae[4][2];
+    for (int c = 0; c < 2; ++c) {
+        ae[0][c] = e[0][c];
+        ae[1][c] = e[0][c] + e[1][c];
+        ae[2][c] = e[0][c] - e[1][c];
+        ae[3][c] = -e[1][c];
+    }
+    const int g = go / ${COUT}, o = go % ${COUT};
+    __global clc_real* restrict out = ydy + ((clc_idx)g * 16 * ${COUT} + o) * CLC_W_P + p;
+    const clc_idx step = (clc_idx)${COUT} * CLC_W_P;  /* from one tile position t to the next */
+    for (int r = 0; r < 4; ++r) {
+        out[(r * 4 + 0) * step] = ae[r][0];
+        out[(r * 4 + 1) * step] = ae[r][0] + ae[r][1];
+        out[(r * 4 + 2) * step] = ae[r][0] - ae[r][1];
+        out[(r * 4 + 3) * step] = -ae[r][1];
+    }
+}
+</%def>\
+##
+<%def name="clc_wino_weight_grad()">
+/* global: (COUT * CIN rounded up, GROUPS); one work-item per 3x3 filter: its 16 products summed
+   over the pieces in order, then G^T m G with G^T = [1 1/2 1/2 0; 0 1/2 -1/2 0; 0 1/2 1/2 1]. */
+__kernel void clc_wino_weight_grad(__global const clc_real* restrict m,
+                                   __global clc_data* restrict dw_base, const long dw_off)
+{
+    const clc_idx oi = get_global_id(0);
+    if (oi >= (clc_idx)${COUT} * ${CIN}) return;
+    const int g = get_global_id(1);
+    const clc_idx position = (clc_idx)${COUT} * ${CIN};  /* from one t to the next */
+    const clc_idx piece = (clc_idx)${GROUPS} * 16 * position;  /* from one piece to the next */
+    __global const clc_real* restrict in = m + (clc_idx)g * 16 * position + oi;
+    clc_real t[4][4];
+    for (int k = 0; k < 16; ++k) {
+        clc_real acc = in[k * position];
+        for (int s = 1; s < ${SPLITS}; ++s) acc += in[s * piece + k * position];
+        t[k / 4][k % 4] = acc;
+    }
+    clc_real gt[3][4];
+    for (int c = 0; c < 4; ++c) {
+        gt[0][c] = t[0][c] + (clc_real)0.5 * (t[1][c] + t[2][c]);
+        gt[1][c] = (clc_real)0.5 * (t[1][c] - t[2][c]);
+        gt[2][c] = (clc_real)0.5 * (t[1][c] + t[2][c]) + t[3][c];
+    }
+    /* dw[g*COUT + o][i][r][c], the canonical layout whatever the activations' */
+    __global clc_data* restrict dw = dw_base + dw_off + ((clc_idx)g * ${COUT} * ${CIN} + oi) * 9;
+    for (int r = 0; r < 3; ++r) {
+        clc_st(dw, r * 3 + 0, gt[r][0] + (clc_real)0.5 * (gt[r][1] + gt[r][2]));
+        clc_st(dw, r * 3 + 1, (clc_real)0.5 * (gt[r][1] - gt[r][2]));
+        clc_st(dw, r * 3 + 2, (clc_real)0.5 * (gt[r][1] + gt[r][2]) + gt[r][3]);
     }
 }
 </%def>\

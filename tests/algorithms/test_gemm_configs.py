@@ -226,3 +226,36 @@ def test_conv_transpose_weight_splitk(queue, rng):
     arrays = {role: cl_array.to_device(queue, value) for role, value in operands.items()}
     got = case.call("conv_transpose_weight", arrays, algorithm="splitk", out=poisoned(queue, case.weight_shape))
     assert_matches(got, case.expected("conv_transpose_weight", operands), case.reduction_length("conv_transpose_weight"))
+
+
+# -- Winograd's GEMMs: the core over its workspaces ---------------------------------------------------
+
+# 3x3 stride 1, groups, padding along one axis only: 12x8 outputs, 6 x 4 tiles per image, 72 in all
+WINOGRAD = "n3g2c6o10i12x10k3x3s1x1p1x0d1x1"
+
+
+@pytest.mark.parametrize("layout", ["channels_first", "channels_last"])
+@pytest.mark.parametrize("config, pieces", [
+    ({**_tile("vw2"), "splits": 3}, 3),           # pieces of 32, 32 and 8 tiles: bounds checks on K
+    ({**_tile("vw4-uneven-loads"), "splits": 1}, 1),
+    ({**cpu_config(8, 16, 8), "splits": 2}, 2),   # the CPU GEMM, k-fast B (no row form)
+    ({**_tile("vw1"), "splits": 8}, 5),           # pieces of 16: a fifth covers the 72, so 5 are summed
+])
+def test_winograd_weight_gradient_pieces(queue, rng, config, pieces, layout):
+    """The weight gradient's 16 GEMMs per group over the tiles, cut into pieces, summed in order by
+    the last transform; a cut that would leave pieces empty runs the pieces that cover the tiles."""
+    problem = Problem(geometry(WINOGRAD), "backward_weight", "float32", layout=layout)
+    winograd = REGISTRY["winograd"]
+    plan = winograd.plan(problem, config, queue.device)
+    assert plan.calls[-1].source.params["SPLITS"] == pieces
+    assert plan.workspaces["m"] == pieces * 2 * 16 * 5 * 3 * 4  # pieces x groups x positions x 5 x 3 floats
+    run_prepared(queue, rng, problem, winograd, config)
+
+
+@pytest.mark.parametrize("pass_", ["forward", "backward_data"])
+@pytest.mark.parametrize("config", [_tile("vw4-uneven-loads"), _tile("vw2"), cpu_config(16, 8, 8)],
+                         ids=["vw4", "vw2", "cpu"])
+def test_winograd_gemm_tiles(queue, rng, pass_, config):
+    """Forward and data gradient: U V per tile position, tiles that do not divide C_out or the tiles."""
+    run_prepared(queue, rng, Problem(geometry(WINOGRAD), pass_, "float32", bias=pass_ == "forward"),
+                 REGISTRY["winograd"], config)

@@ -77,11 +77,15 @@ H200_LIKE = fake_device(gpu=True, compute_units=132, global_mem=140 << 30)
     ("n32g1c64o64i56x56k3x3s1x1p1x1d1x1", "forward", True),        # tuning picked it on the H200
     ("n32g1c512o512i28x28k3x3s1x1p1x1d1x1", "backward_data", True),
     ("n8g1c256o160i7x7k3x3s1x1p1x1d1x1", "forward", True),         # few tiles: 3x faster than the GEMM
-    ("n8g1c512o512i7x7k3x3s1x1p1x1d1x1", "backward_data", False),  # small-image data gradient: im2col
+    ("n8g1c512o512i7x7k3x3s1x1p1x1d1x1", "backward_data", False),  # 128 tiles: im2col fills the device
+    ("n32g1c256o256i14x14k3x3s1x1p1x1d1x1", "backward_data", True),  # 1568 tiles: 0.7x im2col's time
     ("n8g1c32o64i100x100k3x3s1x1p1x1d1x1", "forward", False),      # 32 input channels: the GEMM won
     ("n8g1c3o64i224x224k3x3s1x1p1x1d1x1", "forward", False),       # 3 input channels: a GEMM of K = 3
     ("n32g1c64o64i56x56k3x3s2x2p1x1d1x1", "forward", False),       # stride 2: it declines
-    ("n32g1c64o64i56x56k3x3s1x1p1x1d1x1", "backward_weight", False),
+    ("n32g1c64o64i56x56k3x3s1x1p1x1d1x1", "backward_weight", True),   # 0.83x split-K's time
+    ("n32g1c512o512i7x7k3x3s1x1p1x1d1x1", "backward_weight", True),   # 512 tiles: 0.67x
+    ("n1g1c256o256i14x14k3x3s1x1p1x1d1x1", "backward_weight", False),  # 49 tiles: implicit_gemm
+    ("n8g1c32o64i56x56k3x3s1x1p1x1d1x1", "backward_weight", False),   # 32 input channels: its GEMM's columns
 ])
 def test_gpu_heuristic_puts_winograd_first_where_it_pays(tag, pass_, wanted):
     order = heuristic_order(_problem(tag, pass_), H200_LIKE)

@@ -21,7 +21,7 @@ import pyopencl as cl
 from . import limits, settings, templates, tuning
 from .algorithms import REGISTRY, Algorithm, algorithms
 from .algorithms.reduce import bias_gradient_plan
-from .algorithms.winograd import Winograd
+from .algorithms.winograd import MIN_TILES, Winograd
 from .builder import BuildError, build_kernels
 from .caches import Cache
 from .device import is_gpu
@@ -87,10 +87,11 @@ def heuristic_order(problem: Problem, device: cl.Device) -> list[str]:
         return _cpu_heuristic_order(problem)
     order = []
     if _winograd_pays(problem, device):
-        # 2.25x fewer multiplies: tuning picked it for the 3x3 stride-1 layers of the GPU set and of
-        # VGG-11 with at least 64 input channels, also where few tiles leave the device part idle
-        # (7x7 at batch 8: 3x faster than implicit_gemm); below that the GEMMs won.  Its weight
-        # gradient ran 1.2-2.5x faster than split-K's on batches of 8-64 (docs/performance.md)
+        # 2.25-4x fewer multiplies: with F(2x2, 3x3) alone tuning picked it for the 3x3 stride-1
+        # layers of the GPU set and of VGG-11 with at least 64 input channels, also where few tiles
+        # leave the device part idle (7x7 at batch 8: 3x faster than implicit_gemm); below that the
+        # GEMMs won.  Its weight gradient ran 1.2-2.5x faster than split-K's on batches of 8-64, and
+        # F(4x4, 3x3) 1.1-1.6x faster again where its GEMMs stay large (docs/performance.md)
         order.append("winograd")
     if problem.pass_ == "backward_weight" and not g.is_depthwise:
         # the weight gradient's GEMM is small (C_out x C_in*taps) with a long contraction: without
@@ -113,20 +114,19 @@ def heuristic_order(problem: Problem, device: cl.Device) -> list[str]:
     return list(dict.fromkeys(order))
 
 
-# The fewest 2x2 tiles (batch x tiles per image) that the Winograd weight gradient's and data
-# gradient's GEMMs need to beat the GEMM families.  The weight gradient contracts over the tiles
-# and writes 16 products per weight: with few tiles those writes outweigh the sums (batch 1 at
-# 14x14, 49 tiles: 2.3x implicit_gemm's time; batch 32 at 7x7, 512 tiles: 0.67x split-K's).  The
-# data gradient's GEMMs have the tiles as columns: at 49 and 16 they left the device idle where
-# im2col's GEMM over the kernel's taps did not (1.9x its time; from 512 tiles, 0.7-0.75x).
-WINOGRAD_MIN_TILES = 256
-
+# The fewest 2x2 tiles (batch x tiles per image, winograd.MIN_TILES) that the Winograd weight
+# gradient's and data gradient's GEMMs need to beat the GEMM families.  The weight gradient
+# contracts over the tiles and writes 16 products per weight: with few tiles those writes outweigh
+# the sums (batch 1 at 14x14, 49 tiles: 2.3x implicit_gemm's time; batch 32 at 7x7, 512 tiles:
+# 0.67x split-K's).  The data gradient's GEMMs have the tiles as columns: at 49 and 16 they left the
+# device idle where im2col's GEMM over the kernel's taps did not (1.9x its time; from 512 tiles,
+# 0.7-0.75x).  Measured with F(2x2, 3x3) alone.
 
 def _winograd_pays(problem: Problem, device: cl.Device) -> bool:
     """Whether ``winograd`` serves ``problem`` with GEMMs large enough: at least 64 input channels
     per group (the input of the convolution it runs: dy's for the data gradient; for the weight
     gradient both channel counts, its GEMM's rows and columns) and 16 outputs, and for the
-    gradients at least WINOGRAD_MIN_TILES tiles."""
+    gradients at least winograd.MIN_TILES 2x2 tiles."""
     winograd = REGISTRY.get("winograd")
     if not isinstance(winograd, Winograd) or winograd.decline_reason(problem, device):
         return False
@@ -140,7 +140,7 @@ def _winograd_pays(problem: Problem, device: cl.Device) -> bool:
     # at 64 channels (0.43 against 0.31 ms, 56x56) and won at 256 (14x14); 128 is between, unmeasured
     if cin < (64 if problem.layout == CHANNELS_FIRST else 128) or cout < 16:
         return False
-    return problem.pass_ == "forward" or winograd.tiles(problem) >= WINOGRAD_MIN_TILES
+    return problem.pass_ == "forward" or winograd.tiles(problem) >= MIN_TILES
 
 
 def _cpu_heuristic_order(problem: Problem) -> list[str]:

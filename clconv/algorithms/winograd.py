@@ -1,31 +1,35 @@
-"""Winograd F(2x2, 3x3) for 3x3 stride-1 convolutions and their weight gradients, not fused
-(kernels/winograd.mako for the transforms, the GEMM core for the products).
+"""Winograd F(2x2, 3x3) and F(4x4, 3x3) for 3x3 stride-1 convolutions and their weight gradients,
+not fused (kernels/winograd.mako for the transforms, the GEMM core for the products).
 
-Forward: each 2x2 output tile is ``A^T [(G g G^T) . (B^T d B)] A`` for its 4x4 input patch ``d``:
-per input and output channel pair, 16 multiplies per tile where a direct convolution does 36
-(2.25x fewer).  The elementwise products summed over input channels are 16 independent GEMMs per
-group, so the plan is: transform the weight (U), transform the input (V), run the 16 GEMMs
-(M = U V) through the GEMM core (gemm.mako, its tiles and its CPU variant), transform M back
-into the output through the epilogue (bias, alpha, residual, activation).  The data gradient of a
-stride-1 3x3 layer is the same convolution of ``dy`` with the weight flipped and its channel axes
-swapped, padded by ``2 - pad``.
+Forward: each MxM output tile (M = 2 or 4, config ``m``) is ``A^T [(G g G^T) . (B^T d B)] A`` for
+its ALPHA x ALPHA input patch ``d`` (ALPHA = M + 2): per input and output channel pair, ALPHA^2
+multiplies per tile where a direct convolution does 9 M^2: 16 for 36 (2.25x fewer) with M = 2, 36
+for 144 (4x) with M = 4.  The elementwise products summed over input channels are ALPHA^2
+independent GEMMs per group, so the plan is: transform the input (V) and the weight (U) in one
+launch, run the GEMMs (M = U V) through the GEMM core (gemm.mako, its tiles and its CPU variant),
+transform M back into the output through the epilogue (bias, alpha, residual, activation).  The data
+gradient of a stride-1 3x3 layer is the same convolution of ``dy`` with the weight flipped and its
+channel axes swapped, padded by ``2 - pad``.
 
 Weight gradient: the same identity read backwards.  The forward tile is linear in ``g`` through
 ``(G g G^T)``, so the gradient of ``sum(dy . y)`` over one tile is
-``G^T [(A dy A^T) . (B^T d B)] G``: the input transform is the forward one, the 2x2 output-gradient
-tile is transformed by ``A`` (4x2), and the 16 products, summed over every tile of every image,
-are 16 GEMMs per group with the tiles as their contraction (M[t] = Y[t] V[t]^T, C_out x C_in).
+``G^T [(A dy A^T) . (B^T d B)] G``: the input transform is the forward one, the MxM output-gradient
+tile is transformed by ``A`` (ALPHA x M), and the products, summed over every tile of every image,
+are ALPHA^2 GEMMs per group with the tiles as their contraction (M[t] = Y[t] V[t]^T, C_out x C_in).
 That contraction is long and the GEMMs small, so it is cut into ``splits`` pieces like split-K's;
 the last kernel sums the pieces in a fixed order and applies ``G^T . G`` (deterministic).
 
 The workspaces hold clc_real whatever the storage dtype: only the transforms read the call's
 tensors and write its result, so they alone index the activations by their layout.
 
-Error: the transforms add and halve values, so an fp32 result carries about 2-4x the rounding
-error of a direct sum of the same length (measured against the float64 reference in the tests,
-within ``reference.tolerance``).  The workspaces hold the transformed input and the products:
-16/4 = 4x the input and the output (the output gradient, for the weight gradient) in size; the
-algorithm declines when they pass the workspace limit.
+Error: the transforms add and scale values.  With M = 2 (constants 1 and 1/2) an fp32 result
+carries about 2-4x the rounding error of a direct sum of the same length; with M = 4 (constants up
+to 8 and down to 1/24, the standard points 0, +-1, +-2) 10-20x that: up to a tenth of
+``reference.tolerance`` where F(2x2, 3x3) stays under a hundredth (measured against the float64
+reference in tests/algorithms/test_gemm_configs.py, whose bounds say so).  The workspaces hold
+the transformed input and the products: ALPHA^2 / M^2 (4x for M = 2, 2.25x for M = 4) the input and
+the output (the output gradient, for the weight gradient) in size; the algorithm declines when they
+pass the workspace limit.
 """
 
 from __future__ import annotations
@@ -36,19 +40,43 @@ from .base import Algorithm, call, epilogue_args, source
 from .gemm import GemmShape, gemm_calls, gemm_tiles, tile_config, tile_extent
 from .splitk import SplitK
 
-POSITIONS = 16  # of a 4x4 transformed tile: the GEMMs per group
+# The transform matrices (B^T, G, A^T) of F(MxM, 3x3) by M, from the interpolation points 0, 1, -1
+# and infinity (M = 2) and 0, +-1, +-2 and infinity (M = 4): y = A^T [(G g) . (B^T d)] is the
+# correlation of d with g, a length-3 filter over M + 2 inputs (checked in tests/unit/test_winograd_matrices.py).
+TRANSFORMS = {
+    2: (((1, 0, -1, 0), (0, 1, 1, 0), (0, -1, 1, 0), (0, 1, 0, -1)),
+        ((1, 0, 0), (1 / 2, 1 / 2, 1 / 2), (1 / 2, -1 / 2, 1 / 2), (0, 0, 1)),
+        ((1, 1, 1, 0), (0, 1, -1, -1))),
+    4: (((4, 0, -5, 0, 1, 0), (0, -4, -4, 1, 1, 0), (0, 4, -4, -1, 1, 0), (0, -2, -1, 2, 1, 0),
+         (0, 2, -1, -2, 1, 0), (0, 4, 0, -5, 0, 1)),
+        ((1 / 4, 0, 0), (-1 / 6, -1 / 6, -1 / 6), (-1 / 6, 1 / 6, -1 / 6), (1 / 24, 1 / 12, 1 / 6),
+         (1 / 24, -1 / 12, 1 / 6), (0, 0, 1)),
+        ((1, 1, 1, 1, 1, 0), (0, 1, -1, 2, -2, 0), (0, 1, 1, 4, 4, 0), (0, 1, -1, 8, -8, 1))),
+}
+TILE_SIDES = tuple(TRANSFORMS)
+
+
+# The fewest tiles over the batch for the larger GEMMs: where F(4x4, 3x3) comes first (``sides``),
+# and (2x2 tiles) where the GPU heuristic takes the weight and data gradients to Winograd at all
+# (planner._winograd_pays).
+MIN_TILES = 256
+
+
+def positions(m: int) -> int:
+    """The positions of a transformed tile: the GEMMs per group."""
+    return (m + 2) ** 2
 
 
 class Winograd(Algorithm):
     name = "winograd"
     passes = ("forward", "backward_data", "backward_weight")
     layouts = LAYOUTS  # the transforms read src and write dst with either layout's steps
-    description = ("3x3 stride-1 layers by Winograd F(2x2, 3x3): transforms around 16 batched GEMMs per group "
-                   "(2.25x fewer multiplies than a direct sum), the weight gradient too")
+    description = ("3x3 stride-1 layers by Winograd F(4x4, 3x3) or F(2x2, 3x3): transforms around batched GEMMs "
+                   "(4x or 2.25x fewer multiplies than a direct sum), the weight gradient too")
 
     @staticmethod
-    def _conv(problem: Problem) -> dict:
-        """The convolution whose tiles this plan transforms, as the template's parameters: the
+    def _conv(problem: Problem, m: int = 2) -> dict:
+        """The convolution whose MxM tiles this plan transforms, as the template's parameters: the
         forward pass's own (also the weight gradient's: x's patches and dy's tiles), or (data
         gradient) dy -> dx, whose padding is 2 - pad on each side."""
         g = problem.geometry
@@ -59,21 +87,21 @@ class Winograd(Algorithm):
         else:
             conv = dict(CIN=g.cin_per_group, COUT=g.cout_per_group, IH=ih, IW=iw, OH=oh, OW=ow,
                         PT=g.pad_begin[1], PL=g.pad_begin[2], FLIP=False)
-        return dict(conv, N=g.batch, GROUPS=g.groups, TH=-(-conv["OH"] // 2), TW=-(-conv["OW"] // 2))
+        return dict(conv, N=g.batch, GROUPS=g.groups, M=m, TH=-(-conv["OH"] // m), TW=-(-conv["OW"] // m))
 
     @staticmethod
     def _tiles(conv: dict) -> int:
         return conv["N"] * conv["TH"] * conv["TW"]
 
-    def tiles(self, problem: Problem) -> int:
-        """The 2x2 output tiles of the convolution this plan transforms, over the whole batch."""
-        return self._tiles(self._conv(problem))
+    def tiles(self, problem: Problem, m: int = 2) -> int:
+        """The MxM output tiles of the convolution this plan transforms, over the whole batch."""
+        return self._tiles(self._conv(problem, m))
 
     def _shape(self, problem: Problem, conv: dict, ksplit: int = 0) -> GemmShape:
-        """The GEMMs, G*16 of them: forward and data gradient M[t] = U[t] V[t] (C_out x tiles,
+        """The GEMMs, G * ALPHA^2 of them: forward and data gradient M[t] = U[t] V[t] (C_out x tiles,
         over C_in); weight gradient M[t] = Y[t] V[t]^T (C_out x C_in, over the tiles)."""
         cin, cout, tiles = conv["CIN"], conv["COUT"], self._tiles(conv)
-        gemms = conv["GROUPS"] * POSITIONS
+        gemms = conv["GROUPS"] * positions(conv["M"])
         if problem.pass_ == "backward_weight":
             return GemmShape(M=cout, N=cin, K=tiles, a_view="a_matrix", b_view="b_columns_t", c_view="c_matrix",
                              a_kfast=True, b_nfast=False, a={"M": cout, "K": tiles}, b={"K": tiles, "N": cin},
@@ -85,7 +113,7 @@ class Winograd(Algorithm):
 
     def _workspaces(self, problem: Problem, conv: dict, splits: int = 1) -> dict[str, int]:
         tiles = self._tiles(conv)
-        per_position = conv["GROUPS"] * POSITIONS * problem.itemsize
+        per_position = conv["GROUPS"] * positions(conv["M"]) * problem.itemsize
         v = per_position * conv["CIN"] * tiles
         if problem.pass_ == "backward_weight":  # Y: dy's tiles transformed; M: a piece's products
             return {"v": v, "ydy": per_position * conv["COUT"] * tiles,
@@ -100,7 +128,7 @@ class Winograd(Algorithm):
         if reason is None and problem.pass_ == "backward_data" and (max(g.pad_begin) > 2 or max(g.pad_end) > 2):
             reason = "its data gradient pads by 2 - pad, so it serves paddings of at most 2"
         if reason is None:
-            needed = sum(self._workspaces(problem, self._conv(problem)).values())
+            needed = min(sum(self._workspaces(problem, self._conv(problem, m)).values()) for m in TILE_SIDES)
             if needed > settings.workspace_limit(device):
                 reason = (f"its transformed input and products need {needed} bytes, more than the workspace limit "
                           f"({settings.workspace_limit(device)} bytes, CLCONV_WORKSPACE_LIMIT)")
@@ -108,22 +136,43 @@ class Winograd(Algorithm):
             reason = "no GEMM tile fits the device's work-group and local memory limits"
         return reason
 
+    def sides(self, problem: Problem) -> tuple[int, ...]:
+        """The tile sides M in the order their configs come.  F(4x4, 3x3) (4x fewer multiplies than
+        a direct sum, 2.25x fewer workspace bytes than F(2x2, 3x3)) comes first where its GEMMs
+        stay large: the forward's and data gradient's from MIN_TILES 4x4 tiles (their GEMMs'
+        columns), the weight gradient's from MIN_TILES 2x2 tiles (where the GPU heuristic runs it
+        at all: its contraction).  With fewer, F(2x2, 3x3)'s 4x more tiles fill the device better
+        (measured on an H200, docs/performance.md); its constants are halves, so small-integer
+        data also give exact results there."""
+        m = 2 if problem.pass_ == "backward_weight" else 4
+        return (4, 2) if self.tiles(problem, m) >= MIN_TILES else (2, 4)
+
     def configs(self, problem, device):
-        conv = self._conv(problem)
+        per_side = [self._side_configs(problem, device, m) for m in self.sides(problem)]
+        # interleaved, so that tuning's first few candidates measure both sides
+        out = []
+        for rank in range(max(len(c) for c in per_side)):
+            out += [c[rank] for c in per_side if rank < len(c)]
+        return out
+
+    def _side_configs(self, problem: Problem, device, m: int) -> list[dict]:
+        conv = self._conv(problem, m)
+        if sum(self._workspaces(problem, conv).values()) > settings.workspace_limit(device):
+            return []
         shape = self._shape(problem, conv)
         fit = limits.of(device)
         if problem.pass_ != "backward_weight":
             # the GEMMs read workspaces, laid out as channels-first matrices whatever the layout
-            return gemm_tiles(shape.M, shape.N, fit, problem.itemsize, groups=shape.gemms, layout=CHANNELS_FIRST,
-                              plain=True)
+            return [{"m": m, **tile} for tile in gemm_tiles(shape.M, shape.N, fit, problem.itemsize, groups=shape.gemms,
+                                                           layout=CHANNELS_FIRST, plain=True)]
         # the weight gradient's pieces supply the parallelism (as split-K's): tiles by edge waste,
         # then the piece count that brings the work-groups nearest to filling the device
         out = []
         for tile in gemm_tiles(shape.M, shape.N, fit, problem.itemsize, groups=1 << 20, layout=CHANNELS_FIRST,
-                               vector_first=False):
+                               vector_first=False, plain=True):
             splits = self._splits(problem, conv, shape, tile, device)
             if splits:
-                out.append({**tile, "splits": splits})
+                out.append({"m": m, **tile, "splits": splits})
         return out
 
     def _splits(self, problem: Problem, conv: dict, shape: GemmShape, tile: dict, device) -> int:
@@ -148,7 +197,8 @@ class Winograd(Algorithm):
 
     def plan(self, problem, config, device):
         g = problem.geometry
-        conv = self._conv(problem)
+        m = config.get("m", 2)
+        conv = self._conv(problem, m)
         tile = tile_config(config)
         requested = config.get("splits", 1)
         ksplit = SplitK.piece_length(self._tiles(conv), requested, tile_extent(tile)[2]) if requested > 1 else 0
@@ -156,32 +206,29 @@ class Winograd(Algorithm):
         splits = shape.splits  # the pieces the GEMM writes (fewer than asked where the cut leaves one empty)
         spaces = self._workspaces(problem, conv, splits)
         index = problem.index_type(max(spaces.values()) // problem.itemsize)
+        tiles = self._tiles(conv)
+        row_width = rounded(tiles, 64)
+        weight_grad = problem.pass_ == "backward_weight"
+        # rows of the transforms' launch: the input's channels, then dy's (weight gradient) or the
+        # weight's filters, row_width to a row
+        other_rows = (g.groups * conv["COUT"] if weight_grad
+                      else -(-(g.groups * conv["COUT"] * conv["CIN"]) // row_width))
+        bt, gm, at = TRANSFORMS[m]
         # the transforms are one program (a first call builds it and the GEMM's: two builds); the
         # GEMM reads and writes workspaces only, so every epilogue of the geometry shares it
-        src = source("winograd.mako", problem, index, SPLITS=splits, **conv)
-        tiles = self._tiles(conv)
-        spec = problem.spec
-        if problem.pass_ == "backward_weight":
+        src = source("winograd.mako", problem, index, SPLITS=splits, WEIGHT_GRAD=weight_grad, ROW_WIDTH=row_width,
+                     BT=bt, G=gm, AT=at, **conv)
+        source_role, other_role, other_space = ("x", "dy", "ydy") if weight_grad else (problem.spec.inputs[0], "w", "u")
+        transforms = call(src, "clc_wino_transforms", (row_width, g.groups * conv["CIN"] + other_rows), None,
+                          Arg(source_role), Arg(other_role), Arg("v", with_offset=False),
+                          Arg(other_space, with_offset=False))
+        if weight_grad:
             gemm, gemm_spaces = gemm_calls(problem, shape, tile, index, "ydy", "v", "m")
-            calls = (
-                call(src, "clc_wino_input", (rounded(tiles, 64), g.groups * conv["CIN"]), None,
-                     Arg("x"), Arg("v", with_offset=False)),
-                call(src, "clc_wino_grad_output", (rounded(tiles, 64), g.groups * conv["COUT"]), None,
-                     Arg("dy"), Arg("ydy", with_offset=False)),
-                *gemm,
-                call(src, "clc_wino_weight_grad", (rounded(conv["COUT"] * conv["CIN"], 64), g.groups), None,
-                     Arg("m", with_offset=False), Arg("dw")),
-            )
-            return Plan(problem, self.name, config, calls, {**spaces, **gemm_spaces})
-        source_role, result_role = spec.inputs[0], spec.result  # x -> y, or dy -> dx
-        gemm, gemm_spaces = gemm_calls(problem, shape, tile, index, "u", "v", "m")
-        calls = (
-            call(src, "clc_wino_weight", (rounded(conv["COUT"] * conv["CIN"], 64), g.groups), None,
-                 Arg("w"), Arg("u", with_offset=False)),
-            call(src, "clc_wino_input", (rounded(tiles, 64), g.groups * conv["CIN"]), None,
-                 Arg(source_role), Arg("v", with_offset=False)),
-            *gemm,
-            call(src, "clc_wino_output", (rounded(tiles, 64), g.groups * conv["COUT"]), None,
-                 Arg("m", with_offset=False), *epilogue_args(problem, result_role), Arg(result_role)),
-        )
-        return Plan(problem, self.name, config, calls, {**spaces, **gemm_spaces})
+            finish = call(src, "clc_wino_weight_grad", (rounded(conv["COUT"] * conv["CIN"], 64), g.groups), None,
+                          Arg("m", with_offset=False), Arg("dw"))
+        else:
+            result_role = problem.spec.result  # x -> y, or dy -> dx
+            gemm, gemm_spaces = gemm_calls(problem, shape, tile, index, "u", "v", "m")
+            finish = call(src, "clc_wino_output", (row_width, g.groups * conv["COUT"]), None,
+                          Arg("m", with_offset=False), *epilogue_args(problem, result_role), Arg(result_role))
+        return Plan(problem, self.name, config, (transforms, *gemm, finish), {**spaces, **gemm_spaces})

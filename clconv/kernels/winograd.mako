@@ -1,28 +1,68 @@
-## Winograd F(2x2, 3x3), not fused: the transforms around the GEMM core's 16 GEMMs per group
-## (algorithms/winograd.py says why each identity holds).  The convolution whose tiles are
-## transformed: input `src` (N, G*CIN, IH, IW) -> output `dst` (N, G*COUT, OH, OW), or
-## (N, IH, IW, G*CIN) -> (N, OH, OW, G*COUT) channels_last; the forward pass runs x -> y, the data
-## gradient dy -> dx with the weight flipped and its channel axes swapped (`FLIP`), and the weight
-## gradient reads x as src and dy as dst.  t is one of the 16 positions of a 4x4 tile, p a 2x2
-## output tile (P = N * TH * TW of them).  Entry points:
-##   clc_wino_weight       U[g][t][o][i] = (G w G^T)[t]
-##   clc_wino_input        V[g][t][i][p] = (B^T d B)[t], d the 4x4 input patch of tile p (zeros outside)
+## Winograd F(MxM, 3x3), not fused: the transforms around the GEMM core's ALPHA^2 GEMMs per group
+## (ALPHA = M + 2; M = 2 or 4: algorithms/winograd.py has the matrices and why each identity holds).
+## The convolution whose tiles are transformed: input `src` (N, G*CIN, IH, IW) -> output `dst`
+## (N, G*COUT, OH, OW), or (N, IH, IW, G*CIN) -> (N, OH, OW, G*COUT) channels_last; the forward pass
+## runs x -> y, the data gradient dy -> dx with the weight flipped and its channel axes swapped
+## (`FLIP`), and the weight gradient reads x as src and dy as dst.  t is one of the ALPHA^2
+## positions of a transformed tile, p an MxM output tile (P = N * TH * TW of them).  Entry points:
+##   clc_wino_transforms   forward and data gradient: V[g][t][i][p] = (B^T d B)[t], d the ALPHA x ALPHA
+##                         input patch of tile p (zeros outside), and U[g][t][o][i] = (G w G^T)[t];
+##                         weight gradient: V, and Y[g][t][o][p] = (A e A^T)[t], e the MxM tile p of
+##                         dy (zeros outside).  One launch: its rows past V's do the other transform
 ##   clc_wino_output       dst = A^T M A per tile through the epilogue, M[g][t][o][p] = sum_i U V
 ##                         (the GEMMs'), the edge tiles' outside outputs dropped
-##   clc_wino_grad_output  Y[g][t][o][p] = (A e A^T)[t], e the 2x2 tile p of dy (zeros outside)
 ##   clc_wino_weight_grad  dw[g*COUT + o][i] = G^T (sum over the pieces s of M[s][g][t][o][i]) G,
 ##                         M[s] = sum over piece s's tiles of Y V (the GEMMs')
 ## w, src, dst and dw are the call's tensors (clc_data); U, V, Y and M are workspaces (clc_real), so
-## the transforms run in the arithmetic type whatever the storage.
+## the transforms run in the arithmetic type whatever the storage.  The matrix products are unrolled
+## here with their constants baked in (zero terms left out).
 ## Parameters: geom, real, data, layout, index, entries, epilogue, bias (the prelude's: clc_wino_output
 ## writes the result); N, GROUPS, CIN, COUT (per group), IH, IW, OH, OW, PT, PL (the padding before rows and
-## columns), TH, TW (tiles down and across), FLIP; SPLITS (the weight gradient's pieces).
+## columns), TH, TW (tiles down and across), FLIP; M, BT, G, AT (the transform matrices, as lists of
+## rows of floats); WEIGHT_GRAD (which pair clc_wino_transforms runs), ROW_WIDTH (its launch's
+## extent along tiles), SPLITS (the weight gradient's pieces).
 <%namespace name="prelude" file="prelude.mako"/>
+<%!
+def combination(coefficients, terms, suffix):
+    """sum of c * term as C, the zero terms left out and +-1 without a product."""
+    out = ""
+    for c, term in zip(coefficients, terms):
+        if c == 0:
+            continue
+        sign = "-" if c < 0 else "+"
+        body = term if abs(c) == 1 else f"{float(abs(c))!r}{suffix} * {term}"
+        out += f" {sign} {body}" if out else (f"-{body}" if c < 0 else body)
+    return out or "0"
+
+
+def derived(M, real, BT, G, AT):
+    """ALPHA, the float literals' suffix, and A (ALPHA x M), G^T (3 x ALPHA), B (ALPHA x ALPHA)."""
+    def transposed(rows):
+        return [list(col) for col in zip(*rows)]
+    return M + 2, "f" if real == "float" else "", transposed(AT), transposed(G), transposed(BT)
+%>
+<% ALPHA, S, A, GT, B = derived(M, real, BT, G, AT) %>
+<%def name="left(out, L, src, cols)">\
+## out[i][c] = sum_j L[i][j] src[j][c], for c < cols
+% for i, row in enumerate(L):
+% for c in range(cols):
+    ${out}[${i}][${c}] = ${combination(row, [f"{src}[{j}][{c}]" for j in range(len(row))], "f" if real == "float" else "")};
+% endfor
+% endfor
+</%def>\
+<%def name="right(out, src, R, rows)">\
+## out[i][k] = sum_c src[i][c] R[c][k] (src times R), for i < rows
+% for i in range(rows):
+% for k in range(len(R[0])):
+    ${out}[${i}][${k}] = ${combination([R[c][k] for c in range(len(R))], [f"{src}[{i}][{c}]" for c in range(len(R))], "f" if real == "float" else "")};
+% endfor
+% endfor
+</%def>\
 ${prelude.header(geom, real, index, data, epilogue, bias)}
 #define CLC_W_P ((clc_idx)${N} * ${TH} * ${TW})
 /* Steps between neighbouring channels (_C) and pixels (_P) of src and dst (${layout}), from the
    convolution run here rather than the prelude's CLC_XC..CLC_YP: for the data gradient src is dy
-   and dst is dx, the canonical output and input.  U, V and M keep their layout whatever these. */
+   and dst is dx, the canonical output and input.  U, V, Y and M keep their layout whatever these. */
 % if layout == "channels_last":
 #define CLC_W_SRC_C ((clc_idx)1)
 #define CLC_W_SRC_P ((clc_idx)${GROUPS * CIN})
@@ -34,88 +74,106 @@ ${prelude.header(geom, real, index, data, epilogue, bias)}
 #define CLC_W_DST_C ((clc_idx)${OH * OW})
 #define CLC_W_DST_P ((clc_idx)1)
 % endif
-${prelude.entry_points(self, entries)}\
-##
-<%def name="clc_wino_weight()">
-/* global: (COUT * CIN, GROUPS); one work-item per 3x3 filter. */
-__kernel void clc_wino_weight(__global const clc_data* restrict w_base, const long w_off,
-                              __global clc_real* restrict u)
+
+/* V for tile p of channel gi = g * CIN + i: B^T d B */
+inline void clc_wino_input(__global const clc_data* restrict src, __global clc_real* restrict v, clc_idx p, int gi)
 {
-    const clc_idx oi = get_global_id(0);
-    if (oi >= (clc_idx)${COUT} * ${CIN}) return;
-    const int o = (int)(oi / ${CIN}), i = (int)(oi % ${CIN}), g = get_global_id(1);
-% if FLIP:
-    /* the data gradient: tap (r, c) of filter (o, i) is the forward weight w[g*CIN + i][o][2-r][2-c] */
-    __global const clc_data* restrict w = w_base + w_off + ((clc_idx)(g * ${CIN} + i) * ${COUT} + o) * 9;
-    clc_real f[9];
-    for (int k = 0; k < 9; ++k) f[k] = clc_ld(w, 8 - k);
-% else:
-    __global const clc_data* restrict w = w_base + w_off + ((clc_idx)(g * ${COUT} + o) * ${CIN} + i) * 9;
-    clc_real f[9];
-    for (int k = 0; k < 9; ++k) f[k] = clc_ld(w, k);
-% endif
-    /* G f G^T with G = [1 0 0; 1/2 1/2 1/2; 1/2 -1/2 1/2; 0 0 1] */
-    clc_real gf[4][3];
-    for (int c = 0; c < 3; ++c) {
-        gf[0][c] = f[c];
-        gf[1][c] = (clc_real)0.5 * (f[c] + f[3 + c] + f[6 + c]);
-        gf[2][c] = (clc_real)0.5 * (f[c] - f[3 + c] + f[6 + c]);
-        gf[3][c] = f[6 + c];
-    }
-    __global clc_real* restrict out = u + (clc_idx)g * 16 * ${COUT} * ${CIN} + oi;
-    for (int r = 0; r < 4; ++r) {
-        const clc_real row[4] = {gf[r][0], (clc_real)0.5 * (gf[r][0] + gf[r][1] + gf[r][2]),
-                                 (clc_real)0.5 * (gf[r][0] - gf[r][1] + gf[r][2]), gf[r][2]};
-        for (int c = 0; c < 4; ++c)
-            out[(clc_idx)(r * 4 + c) * ${COUT} * ${CIN}] = row[c];
-    }
-}
-</%def>\
-##
-<%def name="clc_wino_input()">
-/* global: (P = N * TH * TW tiles rounded up, GROUPS * CIN); consecutive work-items take
-   consecutive tiles, so the writes of V rows coalesce. */
-__kernel void clc_wino_input(__global const clc_data* restrict src_base, const long src_off,
-                             __global clc_real* restrict v)
-{
-    const clc_idx p = get_global_id(0);
-    if (p >= CLC_W_P) return;
-    const int gi = get_global_id(1);                  /* g * CIN + i */
     const int tx = (int)(p % ${TW}), ty = (int)((p / ${TW}) % ${TH});
     const clc_idx n = p / ((clc_idx)${TH} * ${TW});
     /* channel gi of image n; its pixels lie CLC_W_SRC_P apart */
-    __global const clc_data* restrict plane = src_base + src_off + n * ${GROUPS * CIN} * ${IH * IW} + gi * CLC_W_SRC_C;
-    const int row0 = ty * 2 - ${PT}, col0 = tx * 2 - ${PL};
-    clc_real d[4][4];
-    for (int r = 0; r < 4; ++r) {
+    __global const clc_data* restrict plane = src + n * ${GROUPS * CIN} * ${IH * IW} + gi * CLC_W_SRC_C;
+    const int row0 = ty * ${M} - ${PT}, col0 = tx * ${M} - ${PL};
+    clc_real d[${ALPHA}][${ALPHA}], bd[${ALPHA}][${ALPHA}], t[${ALPHA}][${ALPHA}];
+    for (int r = 0; r < ${ALPHA}; ++r) {
         const int row = row0 + r;
-        for (int c = 0; c < 4; ++c) {
+        for (int c = 0; c < ${ALPHA}; ++c) {
             const int col = col0 + c;
             d[r][c] = ((uint)row < (uint)${IH} && (uint)col < (uint)${IW}) ? clc_ld(plane, (row * ${IW} + col) * CLC_W_SRC_P) : (clc_real)0;
         }
     }
-    /* B^T d B with B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1] */
-    clc_real bd[4][4];
-    for (int c = 0; c < 4; ++c) {
-        bd[0][c] = d[0][c] - d[2][c];
-        bd[1][c] = d[1][c] + d[2][c];
-        bd[2][c] = d[2][c] - d[1][c];
-        bd[3][c] = d[1][c] - d[3][c];
-    }
+${left("bd", BT, "d", ALPHA)}\
+${right("t", "bd", B, ALPHA)}\
     const int g = gi / ${CIN}, i = gi % ${CIN};
-    __global clc_real* restrict out = v + ((clc_idx)g * 16 * ${CIN} + i) * CLC_W_P + p;
-    const clc_idx step = (clc_idx)${CIN} * CLC_W_P;  /* from one tile position t to the next */
-    for (int r = 0; r < 4; ++r) {
-        out[(r * 4 + 0) * step] = bd[r][0] - bd[r][2];
-        out[(r * 4 + 1) * step] = bd[r][1] + bd[r][2];
-        out[(r * 4 + 2) * step] = bd[r][2] - bd[r][1];
-        out[(r * 4 + 3) * step] = bd[r][1] - bd[r][3];
+    __global clc_real* restrict out = v + ((clc_idx)g * ${ALPHA * ALPHA} * ${CIN} + i) * CLC_W_P + p;
+    const clc_idx step = (clc_idx)${CIN} * CLC_W_P;  /* from one position t to the next */
+    for (int k = 0; k < ${ALPHA * ALPHA}; ++k) out[k * step] = t[k / ${ALPHA}][k % ${ALPHA}];
+}
+% if not WEIGHT_GRAD:
+
+/* U for filter oi = o * CIN + i of group g: G f G^T */
+inline void clc_wino_weight(__global const clc_data* restrict w_base, __global clc_real* restrict u, clc_idx oi, int g)
+{
+    const int o = (int)(oi / ${CIN}), i = (int)(oi % ${CIN});
+    clc_real f[3][3], gf[${ALPHA}][3], t[${ALPHA}][${ALPHA}];
+% if FLIP:
+    /* the data gradient: tap (r, c) of filter (o, i) is the forward weight w[g*CIN + i][o][2-r][2-c] */
+    __global const clc_data* restrict w = w_base + ((clc_idx)(g * ${CIN} + i) * ${COUT} + o) * 9;
+    for (int k = 0; k < 9; ++k) f[k / 3][k % 3] = clc_ld(w, 8 - k);
+% else:
+    __global const clc_data* restrict w = w_base + ((clc_idx)(g * ${COUT} + o) * ${CIN} + i) * 9;
+    for (int k = 0; k < 9; ++k) f[k / 3][k % 3] = clc_ld(w, k);
+% endif
+${left("gf", G, "f", 3)}\
+${right("t", "gf", GT, ALPHA)}\
+    __global clc_real* restrict out = u + (clc_idx)g * ${ALPHA * ALPHA} * ${COUT} * ${CIN} + oi;
+    for (int k = 0; k < ${ALPHA * ALPHA}; ++k) out[(clc_idx)k * ${COUT} * ${CIN}] = t[k / ${ALPHA}][k % ${ALPHA}];
+}
+% else:
+
+/* Y for tile p of output channel go = g * COUT + o: A e A^T */
+inline void clc_wino_grad_output(__global const clc_data* restrict dy, __global clc_real* restrict ydy, clc_idx p, int go)
+{
+    const int tx = (int)(p % ${TW}), ty = (int)((p / ${TW}) % ${TH});
+    const clc_idx n = p / ((clc_idx)${TH} * ${TW});
+    __global const clc_data* restrict plane = dy + n * ${GROUPS * COUT} * ${OH * OW} + go * CLC_W_DST_C;
+    clc_real e[${M}][${M}], ae[${ALPHA}][${M}], t[${ALPHA}][${ALPHA}];
+    for (int r = 0; r < ${M}; ++r) {
+        const int row = ty * ${M} + r;
+        for (int c = 0; c < ${M}; ++c) {
+            const int col = tx * ${M} + c;
+            e[r][c] = (row < ${OH} && col < ${OW}) ? clc_ld(plane, (row * ${OW} + col) * CLC_W_DST_P) : (clc_real)0;
+        }
     }
+${left("ae", A, "e", M)}\
+${right("t", "ae", AT, ALPHA)}\
+    const int g = go / ${COUT}, o = go % ${COUT};
+    __global clc_real* restrict out = ydy + ((clc_idx)g * ${ALPHA * ALPHA} * ${COUT} + o) * CLC_W_P + p;
+    const clc_idx step = (clc_idx)${COUT} * CLC_W_P;
+    for (int k = 0; k < ${ALPHA * ALPHA}; ++k) out[k * step] = t[k / ${ALPHA}][k % ${ALPHA}];
+}
+% endif
+${prelude.entry_points(self, entries)}\
+##
+<%def name="clc_wino_transforms()">
+<% ALPHA, S, A, GT, B = derived(M, real, BT, G, AT) %>\
+/* global: (ROW_WIDTH = P rounded up, GROUPS * CIN + extra rows).  Rows below GROUPS * CIN: one
+   work-item per (tile, input channel), consecutive work-items consecutive tiles, so the writes of
+   V rows coalesce.  The rows past them: the weight's filters, ROW_WIDTH to a row (forward, data
+   gradient), or one work-item per (tile, output channel) of dy (weight gradient). */
+__kernel void clc_wino_transforms(__global const clc_data* restrict src_base, const long src_off,
+                                  __global const clc_data* restrict other_base, const long other_off,
+                                  __global clc_real* restrict v, __global clc_real* restrict other_out)
+{
+    /* other: the weight -> U (forward, data gradient), or dy -> Y (weight gradient) */
+    const clc_idx x = get_global_id(0);
+    const int row = get_global_id(1);
+    if (row < ${GROUPS * CIN}) {
+        if (x < CLC_W_P) clc_wino_input(src_base + src_off, v, x, row);
+        return;
+    }
+% if WEIGHT_GRAD:
+    if (x < CLC_W_P) clc_wino_grad_output(other_base + other_off, other_out, x, row - ${GROUPS * CIN});
+% else:
+    const clc_idx filter = (clc_idx)(row - ${GROUPS * CIN}) * ${ROW_WIDTH} + x;  /* g * COUT * CIN + oi */
+    if (filter < (clc_idx)${GROUPS * COUT * CIN})
+        clc_wino_weight(other_base + other_off, other_out, filter % ${COUT * CIN}, (int)(filter / ${COUT * CIN}));
+% endif
 }
 </%def>\
 ##
 <%def name="clc_wino_output()">
-/* global: (P rounded up, GROUPS * COUT); one work-item per (tile, output channel). */
+<% ALPHA, S, A, GT, B = derived(M, real, BT, G, AT) %>\
+/* global: (P rounded up, GROUPS * COUT); one work-item per (tile, output channel): A^T t A. */
 __kernel void clc_wino_output(__global const clc_real* restrict m,
                               __global const clc_data* restrict bias_base, const long bias_off,
                               __global const clc_data* restrict residual_base, const long residual_off,
@@ -125,16 +183,12 @@ __kernel void clc_wino_output(__global const clc_real* restrict m,
     if (p >= CLC_W_P) return;
     const int go = get_global_id(1);                  /* g * COUT + o */
     const int g = go / ${COUT}, o = go % ${COUT};
-    __global const clc_real* restrict in = m + ((clc_idx)g * 16 * ${COUT} + o) * CLC_W_P + p;
+    __global const clc_real* restrict in = m + ((clc_idx)g * ${ALPHA * ALPHA} * ${COUT} + o) * CLC_W_P + p;
     const clc_idx step = (clc_idx)${COUT} * CLC_W_P;
-    clc_real t[4][4];
-    for (int k = 0; k < 16; ++k) t[k / 4][k % 4] = in[k * step];
-    /* A^T t A with A^T = [1 1 1 0; 0 1 -1 -1] */
-    clc_real at[2][4];
-    for (int c = 0; c < 4; ++c) {
-        at[0][c] = t[0][c] + t[1][c] + t[2][c];
-        at[1][c] = t[1][c] - t[2][c] - t[3][c];
-    }
+    clc_real t[${ALPHA}][${ALPHA}], at[${M}][${ALPHA}], y[${M}][${M}];
+    for (int k = 0; k < ${ALPHA * ALPHA}; ++k) t[k / ${ALPHA}][k % ${ALPHA}] = in[k * step];
+${left("at", AT, "t", ALPHA)}\
+${right("y", "at", A, M)}\
     const int tx = (int)(p % ${TW}), ty = (int)((p / ${TW}) % ${TH});
     const clc_idx n = p / ((clc_idx)${TH} * ${TW});
     /* dst and the residual share one layout (the result's): `pos` indexes both from their first elements */
@@ -142,59 +196,21 @@ __kernel void clc_wino_output(__global const clc_real* restrict m,
     __global const clc_data* restrict bias = bias_base + bias_off;
     __global const clc_data* restrict residual = residual_base + residual_off;
     const clc_idx plane = n * ${GROUPS * COUT} * ${OH * OW} + go * CLC_W_DST_C;  /* channel go of image n */
-    for (int r = 0; r < 2; ++r) {
-        const int row = ty * 2 + r;
+    for (int r = 0; r < ${M}; ++r) {
+        const int row = ty * ${M} + r;
         if (row >= ${OH}) break;
-        const clc_idx pos = plane + (row * ${OW} + tx * 2) * CLC_W_DST_P;
-        clc_store_result(dst, pos, at[r][0] + at[r][1] + at[r][2], bias, go, residual);
-        if (tx * 2 + 1 < ${OW}) clc_store_result(dst, pos + CLC_W_DST_P, at[r][1] - at[r][2] - at[r][3], bias, go, residual);
-    }
-}
-</%def>\
-##
-<%def name="clc_wino_grad_output()">
-/* global: (P rounded up, GROUPS * COUT); one work-item per (tile, output channel): the weight
-   gradient's transformed dy, A e A^T with A^T = [1 1 1 0; 0 1 -1 -1]. */
-__kernel void clc_wino_grad_output(__global const clc_data* restrict dy_base, const long dy_off,
-                                   __global clc_real* restrict ydy)
-{
-    const clc_idx p = get_global_id(0);
-    if (p >= CLC_W_P) return;
-    const int go = get_global_id(1);                  /* g * COUT + o */
-    const int tx = (int)(p % ${TW}), ty = (int)((p / ${TW}) % ${TH});
-    const clc_idx n = p / ((clc_idx)${TH} * ${TW});
-    __global const clc_data* restrict plane = dy_base + dy_off + n * ${GROUPS * COUT} * ${OH * OW} + go * CLC_W_DST_C;
-    clc_real e[2][2];
-    for (int r = 0; r < 2; ++r) {
-        const int row = ty * 2 + r;
-        for (int c = 0; c < 2; ++c) {
-            const int col = tx * 2 + c;
-            e[r][c] = (row < ${OH} && col < ${OW}) ? clc_ld(plane, (row * ${OW} + col) * CLC_W_DST_P) : (clc_real)0;
+        for (int c = 0; c < ${M}; ++c) {
+            const int col = tx * ${M} + c;
+            if (col < ${OW}) clc_store_result(dst, plane + (row * ${OW} + col) * CLC_W_DST_P, y[r][c], bias, go, residual);
         }
-    }
-    /* A e: rows e0, e0 + e1, e0 - e1, -e1; then the same along the columns */
-    clc_real ae[4][2];
-    for (int c = 0; c < 2; ++c) {
-        ae[0][c] = e[0][c];
-        ae[1][c] = e[0][c] + e[1][c];
-        ae[2][c] = e[0][c] - e[1][c];
-        ae[3][c] = -e[1][c];
-    }
-    const int g = go / ${COUT}, o = go % ${COUT};
-    __global clc_real* restrict out = ydy + ((clc_idx)g * 16 * ${COUT} + o) * CLC_W_P + p;
-    const clc_idx step = (clc_idx)${COUT} * CLC_W_P;  /* from one tile position t to the next */
-    for (int r = 0; r < 4; ++r) {
-        out[(r * 4 + 0) * step] = ae[r][0];
-        out[(r * 4 + 1) * step] = ae[r][0] + ae[r][1];
-        out[(r * 4 + 2) * step] = ae[r][0] - ae[r][1];
-        out[(r * 4 + 3) * step] = -ae[r][1];
     }
 }
 </%def>\
 ##
 <%def name="clc_wino_weight_grad()">
-/* global: (COUT * CIN rounded up, GROUPS); one work-item per 3x3 filter: its 16 products summed
-   over the pieces in order, then G^T m G with G^T = [1 1/2 1/2 0; 0 1/2 -1/2 0; 0 1/2 1/2 1]. */
+<% ALPHA, S, A, GT, B = derived(M, real, BT, G, AT) %>\
+/* global: (COUT * CIN rounded up, GROUPS); one work-item per 3x3 filter: its ALPHA^2 products
+   summed over the pieces in order, then G^T t G. */
 __kernel void clc_wino_weight_grad(__global const clc_real* restrict m,
                                    __global clc_data* restrict dw_base, const long dw_off)
 {
@@ -202,26 +218,18 @@ __kernel void clc_wino_weight_grad(__global const clc_real* restrict m,
     if (oi >= (clc_idx)${COUT} * ${CIN}) return;
     const int g = get_global_id(1);
     const clc_idx position = (clc_idx)${COUT} * ${CIN};  /* from one t to the next */
-    const clc_idx piece = (clc_idx)${GROUPS} * 16 * position;  /* from one piece to the next */
-    __global const clc_real* restrict in = m + (clc_idx)g * 16 * position + oi;
-    clc_real t[4][4];
-    for (int k = 0; k < 16; ++k) {
+    const clc_idx piece = (clc_idx)${GROUPS * ALPHA * ALPHA} * position;  /* from one piece to the next */
+    __global const clc_real* restrict in = m + (clc_idx)g * ${ALPHA * ALPHA} * position + oi;
+    clc_real t[${ALPHA}][${ALPHA}], gt[3][${ALPHA}], f[3][3];
+    for (int k = 0; k < ${ALPHA * ALPHA}; ++k) {
         clc_real acc = in[k * position];
         for (int s = 1; s < ${SPLITS}; ++s) acc += in[s * piece + k * position];
-        t[k / 4][k % 4] = acc;
+        t[k / ${ALPHA}][k % ${ALPHA}] = acc;
     }
-    clc_real gt[3][4];
-    for (int c = 0; c < 4; ++c) {
-        gt[0][c] = t[0][c] + (clc_real)0.5 * (t[1][c] + t[2][c]);
-        gt[1][c] = (clc_real)0.5 * (t[1][c] - t[2][c]);
-        gt[2][c] = (clc_real)0.5 * (t[1][c] + t[2][c]) + t[3][c];
-    }
+${left("gt", GT, "t", ALPHA)}\
+${right("f", "gt", G, 3)}\
     /* dw[g*COUT + o][i][r][c], the canonical layout whatever the activations' */
     __global clc_data* restrict dw = dw_base + dw_off + ((clc_idx)g * ${COUT} * ${CIN} + oi) * 9;
-    for (int r = 0; r < 3; ++r) {
-        clc_st(dw, r * 3 + 0, gt[r][0] + (clc_real)0.5 * (gt[r][1] + gt[r][2]));
-        clc_st(dw, r * 3 + 1, (clc_real)0.5 * (gt[r][1] - gt[r][2]));
-        clc_st(dw, r * 3 + 2, (clc_real)0.5 * (gt[r][1] + gt[r][2]) + gt[r][3]);
-    }
+    for (int k = 0; k < 9; ++k) clc_st(dw, k, f[k / 3][k % 3]);
 }
 </%def>\

@@ -1,5 +1,5 @@
-"""3x3 stride-1 layers, every pass: each candidate the planner offers plus winograd's first four
-configs (kernel-event ms, median of 10), winograd's per-kernel split, and cuDNN's time in the same
+"""3x3 stride-1 layers, every pass: each candidate the planner offers plus winograd's first eight
+configs (four of each tile side) (kernel-event ms, median of 10), winograd's per-kernel split, and cuDNN's time in the same
 run (TF32 off, cudnn.benchmark).  On the GPU machine:
 
     python docs/perf/winograd_configs.py [PASSES]   (OUTJ=file.json for the rows; ONLY=substring)
@@ -58,6 +58,7 @@ def main():
     prof = runtime.profiling_queue(q)
     only = os.environ.get("ONLY")
     passes = sys.argv[1].split(",") if len(sys.argv) > 1 else ["forward", "backward_data", "backward_weight"]
+    others = os.environ.get("OTHERS", "1") == "1"  # OTHERS=0: winograd's configs only
     winograd = REGISTRY["winograd"]
     rows = []
     for n, c, s, o in LAYERS:
@@ -67,11 +68,11 @@ def main():
         g = resolve_conv(2, (n, c, s, s), (o, c, 3, 3), None, 1, 1, 1, 1).geometry
         for pass_ in passes:
             problem = Problem(g, pass_, "float32")
-            extra = [(winograd, cfg) for cfg in winograd.configs(problem, dev)[:4]]
+            extra = [(winograd, cfg) for cfg in winograd.configs(problem, dev)[:8]]
             seen, res = set(), []
             for i, (alg, cfg) in enumerate(planner.candidates(problem, dev) + extra):
                 lab = planner.label(alg, cfg)
-                if lab in seen:
+                if lab in seen or (not others and alg is not winograd):
                     continue
                 seen.add(lab)
                 try:
@@ -87,7 +88,7 @@ def main():
                 except Exception as exc:  # a candidate that fails is reported, not fatal
                     res.append((float("inf"), f"{lab} FAIL {type(exc).__name__}: {str(exc)[:100]}", i, ""))
             ref = cudnn_ms(pass_, n, c, s, o)
-            first, best = next(r for r in res if r[2] == 0), min(res)
+            first, best = min(res, key=lambda r: r[2]), min(res)
             print(f"{name:22s} {pass_:15s} cudnn {ref:.4f} | first {first[0]:.4f} ({first[0] / ref:.2f}) {first[1][:60]}"
                   f" | best {best[0]:.4f} ({best[0] / ref:.2f}) {best[1][:60]}", flush=True)
             for r in sorted(res):

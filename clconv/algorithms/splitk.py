@@ -20,10 +20,24 @@ class SplitK(Algorithm):
                    "summed by a second kernel in a fixed order")
     MIN_PIECE = 256  # contraction per piece below which the extra partial traffic does not pay
 
+    MAX_PIECES = 256
+    FILL = 4  # work-groups per compute unit a cut aims at: enough to fill the device, with slack
+
     @staticmethod
     def piece_length(contraction: int, splits: int, tk: int) -> int:
         """The contraction of each piece: whole TK steps, the last piece what is left."""
         return rounded(-(-contraction // splits), tk)
+
+    @classmethod
+    def cuts(cls, contraction: int, tk: int) -> list[int]:
+        """Piece counts from 2 whose pieces are whole TK steps of at least MIN_PIECE, and exactly
+        that many of them cover the contraction (none left empty)."""
+        out = []
+        for s in range(2, cls.MAX_PIECES + 1):
+            piece = cls.piece_length(contraction, s, tk)
+            if piece >= cls.MIN_PIECE and -(-contraction // piece) == s:
+                out.append(s)
+        return out
 
     def splits_for(self, problem: Problem, device, tile: dict) -> list[int]:
         """Piece counts worth running, best first: those that cut the contraction evenly (no bounds
@@ -35,17 +49,13 @@ class SplitK(Algorithm):
         shape = weight_shape(g, "b_input_unfold_t", layout=problem.layout)
         tm, tn, tk = tile_extent(tile)
         tiles = -(-shape.M // tm) * -(-shape.N // tn) * g.groups
-        target = 4 * limits.of(device).compute_units  # enough work-groups to fill the device, with slack
+        target = self.FILL * limits.of(device).compute_units
         limit = settings.workspace_limit(device)
         out: list[tuple[bool, int, int]] = []  # (uneven, distance from filling the device, pieces)
-        for s in range(2, 257):
-            piece = self.piece_length(K, s, tk)
-            # pieces long enough to pay, and s of them (not fewer) to cover the contraction
-            if piece < self.MIN_PIECE or -(-K // piece) != s:
-                continue
+        for s in self.cuts(K, tk):
             if s * g.groups * shape.M * shape.N * problem.itemsize > limit:
                 continue
-            out.append((piece * s != K, abs(tiles * s - target), s))
+            out.append((self.piece_length(K, s, tk) * s != K, abs(tiles * s - target), s))
         return [s for *_, s in sorted(out)]
 
     def decline_reason(self, problem, device):

@@ -176,24 +176,16 @@ class Winograd(Algorithm):
         return out
 
     def _splits(self, problem: Problem, conv: dict, shape: GemmShape, tile: dict, device) -> int:
-        """The weight gradient's piece count for ``tile``: pieces of whole TK steps of at least
-        SplitK.MIN_PIECE tiles, as many as bring the work-groups nearest 4 per compute unit, within
-        the workspace limit (0 if not even one piece fits)."""
+        """The weight gradient's piece count for ``tile``: one, or one of split-K's cuts, whichever
+        brings the work-groups nearest split-K's fill of the device, within the workspace limit (0
+        if not even one piece fits)."""
         tm, tn, tk = tile_extent(tile)
         work_groups = -(-shape.M // tm) * -(-shape.N // tn) * shape.gemms
-        target = 4 * limits.of(device).compute_units
+        target = SplitK.FILL * limits.of(device).compute_units
         limit = settings.workspace_limit(device)
-        best, best_distance = 0, None
-        for s in range(1, 257):
-            piece = SplitK.piece_length(shape.K, s, tk)
-            if s > 1 and (piece < SplitK.MIN_PIECE or -(-shape.K // piece) != s):
-                continue
-            if sum(self._workspaces(problem, conv, s).values()) > limit:
-                break
-            distance = abs(work_groups * s - target)
-            if best_distance is None or distance < best_distance:
-                best, best_distance = s, distance
-        return best
+        fitting = [s for s in (1, *SplitK.cuts(shape.K, tk))
+                   if sum(self._workspaces(problem, conv, s).values()) <= limit]
+        return min(fitting, key=lambda s: abs(work_groups * s - target), default=0)
 
     def plan(self, problem, config, device):
         g = problem.geometry

@@ -136,9 +136,12 @@ def _winograd_pays(problem: Problem, device: cl.Device) -> bool:
     if problem.pass_ == "backward_weight":
         cin = cout = min(cin, cout)
     # channels-last, its transforms step a channel count between neighbouring work-items' pixels
-    # (uncoalesced), which a longer contraction must pay for: on an H200 it lost to implicit_gemm
-    # at 64 channels (0.43 against 0.31 ms, 56x56) and won at 256 (14x14); 128 is between, unmeasured
-    if cin < (64 if problem.layout == CHANNELS_FIRST else 128) or cout < 16:
+    # (uncoalesced), which a longer contraction must pay for in the forward and data gradient: on
+    # an H200 F(4x4, 3x3) lost to implicit_gemm at 64 channels (0.31 against 0.29 ms, 56x56;
+    # F(2x2) 0.43 against 0.31) and won at 256 (14x14: 0.16 against 0.38); 128 is between,
+    # unmeasured.  The weight gradient at 64 channels ran in 0.65x split-K's time channels-last
+    minimum = 128 if problem.layout != CHANNELS_FIRST and problem.pass_ != "backward_weight" else 64
+    if cin < minimum or cout < 16:
         return False
     return problem.pass_ == "forward" or winograd.tiles(problem) >= MIN_TILES
 

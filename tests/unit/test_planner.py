@@ -92,6 +92,16 @@ def test_gpu_heuristic_puts_winograd_first_where_it_pays(tag, pass_, wanted):
     assert (order[0] == "winograd") is wanted, order
 
 
+@pytest.mark.parametrize("pass_, wanted", [
+    ("forward", False),          # F(4x4) 0.31 against implicit_gemm's 0.29 ms on an H200
+    ("backward_data", False),    # a tie: 0.311 against 0.313
+    ("backward_weight", True),   # 0.26 against split-K's 0.39
+])
+def test_gpu_heuristic_channels_last_winograd_at_64_channels(pass_, wanted):
+    problem = Problem(geometry("n32g1c64o64i56x56k3x3s1x1p1x1d1x1"), pass_, "float32", layout="channels_last")
+    assert (heuristic_order(problem, H200_LIKE)[0] == "winograd") is wanted
+
+
 # -- declines ------------------------------------------------------------------------------------------
 
 

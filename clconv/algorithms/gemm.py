@@ -170,7 +170,7 @@ class GemmShape:
     def writes_result(self) -> bool:
         """Whether C is the pass's result (an activation, through the epilogue), not a weight
         gradient or a workspace."""
-        return self.c_view in ("c_nchw", "c_nhwc")
+        return self.c_view in ("c_nchw", "c_nhwc", "c_nchw_scatter")
 
     @property
     def reads_activations(self) -> bool:
@@ -371,6 +371,19 @@ def backward_data_shape(g: ConvGeometry, layout: str = CHANNELS_FIRST) -> GemmSh
         a_view="a_weight_bwd_data", b_view="b_grad_output_gather", c_view="c_nchw",
         a_kfast=True, b_nfast=True, a={}, b={},
         c={"M": g.cin_per_group, "channels": g.in_channels, "pixels": g.in_pixels},
+    )
+
+
+def strided_pointwise_data_shape(g: ConvGeometry) -> GemmShape:
+    """The data gradient of a strided 1x1 layer without padding (channels-first): dx at the stride
+    grid = W^T dy over the output pixels alone, zeros between (c_nchw_scatter).  The gather view
+    of ``backward_data_shape`` would run the GEMM over every input pixel, s^2 - 1 of every s^2 of
+    them sums of stride holes."""
+    return GemmShape(
+        M=g.cin_per_group, N=g.batch * g.out_pixels, K=g.cout_per_group,
+        a_view="a_weight_bwd_data", b_view="b_grad_output_cols", c_view="c_nchw_scatter",
+        a_kfast=False, b_nfast=True, a={}, b={},  # one tap: the weight's input channels are contiguous
+        c={"M": g.cin_per_group},
     )
 
 

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from .. import limits
 from ..passes import PASSES
-from ..plan import LAYOUTS, Plan, Problem
+from ..plan import CHANNELS_FIRST, LAYOUTS, Plan, Problem
 from .base import Algorithm
 from .gemm import (
-    GemmShape, backward_data_shape, forward_shape, gemm_calls, gemm_tiles, tile_config, vector_first, weight_shape,
+    GemmShape, backward_data_shape, forward_shape, gemm_calls, gemm_tiles, strided_pointwise_data_shape, tile_config,
+    vector_first, weight_shape,
 )
 
 # The GEMM's operands by pass: (A, B, C, bias)
@@ -57,5 +58,7 @@ class Gemm1x1(ImplicitGemm):
         if problem.pass_ == "forward":
             return forward_shape(g, "b_input_pointwise", layout=problem.layout)
         if problem.pass_ == "backward_data":
+            if problem.layout == CHANNELS_FIRST and any(s > 1 for s in g.stride):
+                return strided_pointwise_data_shape(g)
             return backward_data_shape(g, problem.layout)  # the gather view with one tap
         return weight_shape(g, "b_input_pointwise_t", layout=problem.layout)

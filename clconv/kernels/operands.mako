@@ -252,6 +252,37 @@ inline void clc_store_c(__global clc_c_t* restrict out, __global const clc_data*
 }
 </%def>
 
+<%def name="c_nchw_scatter(p)">
+/* C(m, (b, po)) -> dx(b, g*M + m, the input pixel under output pixel po): a strided 1x1 data
+   gradient without padding, whose GEMM runs over the output pixels alone.  The other pixels of
+   po's stride block (which no output reads) get zero, through the epilogue as every pixel does
+   (a transposed convolution's bias lands there too); the blocks tile the input, so every input
+   pixel is written exactly once. */
+typedef clc_data clc_c_t;
+inline void clc_store_c(__global clc_c_t* restrict out, __global const clc_data* restrict bias,
+                        __global const clc_data* restrict residual,
+                        clc_idx g, clc_idx split, clc_idx m, clc_idx n, clc_real value, int chunk)
+{
+    const clc_idx b = chunk + n / CLC_OP, po = n % CLC_OP;
+    const clc_idx channel = g * ${p["M"]} + m;
+    CLC_SPLIT_OUT(po, od, oh, ow);
+    for (int ad = 0; ad < CLC_SD; ++ad) {
+        const int id = od * CLC_SD + ad;
+        if (id >= CLC_ID) break;
+        for (int ah = 0; ah < CLC_SH; ++ah) {
+            const int ih = oh * CLC_SH + ah;
+            if (ih >= CLC_IH) break;
+            for (int aw = 0; aw < CLC_SW; ++aw) {
+                const int iw = ow * CLC_SW + aw;
+                if (iw >= CLC_IW) break;
+                clc_store_result(out, CLC_X_AT(b, channel, CLC_IN_OFFSET(id, ih, iw)),
+                                 (ad | ah | aw) ? (clc_real)0 : value, bias, channel, residual);
+            }
+        }
+    }
+}
+</%def>
+
 <%def name="c_matrix(p)">
 /* C(m, n) -> out[split][g][m][n]: a weight gradient (stored: the call's tensor), or a split-K
    partial or a column buffer (workspaces). */

@@ -286,3 +286,23 @@ def test_winograd_error_stays_within_its_share_of_the_tolerance(queue, rng, tag,
     winograd = REGISTRY["winograd"]
     config = next(c for c in winograd.configs(problem, queue.device) if c["m"] == m)
     run_prepared(queue, rng, problem, winograd, config, share=WINOGRAD_ERROR[m])
+
+
+# -- gemm1x1's strided data gradient: the GEMM over the output pixels, zeros between ------------------
+
+@pytest.mark.parametrize("tag", [
+    "n2g1c5o4i9k1s3p0d1",                      # 1D: 9 = 3 x 3 inputs, every block whole
+    "n2g1c5o4i10k1s3p0d1",                     # 1D: 10 inputs, the last block cut to one pixel
+    "n2g2c4o6i5x4x7k1x1x1s2x1x3p0x0x0d1x1x1",  # 3D, groups, a different stride per axis
+    "n3g1c6o5i7x7k1x1s2x2p0x0d1x1",            # 2D, odd sides: blocks cut on both edges
+])
+@pytest.mark.parametrize("config", [_tile("vw2"), _tile("vw4-uneven-loads"), cpu_config(8, 16, 8)],
+                         ids=["vw2", "vw4", "cpu"])
+def test_strided_pointwise_data_gradient_scatters_into_every_pixel(queue, rng, tag, config):
+    """Every input pixel written once: the stride grid from the GEMM, the rest zero (with the bias,
+    as a transposed convolution's forward has it); the NaN-poisoned result shows any left out."""
+    problem = Problem(geometry(tag), "backward_data", "float32", bias=True)
+    gemm1x1 = REGISTRY["gemm1x1"]
+    plan = gemm1x1.plan(problem, config, queue.device)
+    assert "c_nchw_scatter" in {call.source.params.get("c_view") for call in plan.calls}
+    run_prepared(queue, rng, problem, gemm1x1, config)

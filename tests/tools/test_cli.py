@@ -63,9 +63,9 @@ def test_check_runs_every_algorithm_of_the_pass_against_the_reference():
     assert code == 0, text
     rows = {line.split()[0]: line.split()[1] for line in text.splitlines()[3:-1]}
     assert rows == {"direct": "pass", "im2col": "pass", "gemm1x1": "skip", "implicit_gemm": "pass",
-                    "splitk": "skip", "depthwise": "skip", "depthwise_rows": "skip"}
+                    "splitk": "skip", "depthwise": "skip", "depthwise_rows": "skip", "winograd": "skip"}
     assert "backward_weight pass of n2g1c3o4i11k3s1p1d1" in text
-    assert text.splitlines()[-1] == "3 algorithm(s) run, 4 algorithm(s) skipped: all passed"
+    assert text.splitlines()[-1] == "3 algorithm(s) run, 5 algorithm(s) skipped: all passed"
 
 
 def test_check_all_configs_runs_every_tile_configuration():

@@ -105,10 +105,13 @@ def heuristic_order(problem: Problem, device: cl.Device) -> list[str]:
         order.append("direct")
     if g.is_depthwise:
         order.append("depthwise_rows")  # a row per work-item: made for CPUs, measured here too
-    if problem.pass_ == "backward_data" and (max(g.stride) > 1 or g.in_pixels <= 256):
+    if problem.pass_ == "backward_data" and (max(g.stride) > 1 or g.in_pixels <= 256
+                                              or g.cin_per_group < FEW_ROWS <= g.cin_per_group * g.kernel_volume):
         # the implicit gather reads mostly stride holes, and on small images its per-element index
         # decoding dominates; a GEMM into columns and col2im wins (measured on an H200:
-        # docs/performance.md)
+        # docs/performance.md).  The implicit GEMM's rows are the input channels: a few of them
+        # leave most of a tile's rows empty, where im2col's GEMM has channels x taps rows (a
+        # 3-channel 3x3 layer: 0.028 against 0.092 ms)
         order.append("im2col")
     order += ["implicit_gemm", "im2col", "direct"]
     return list(dict.fromkeys(order))
@@ -121,6 +124,10 @@ def heuristic_order(problem: Problem, device: cl.Device) -> list[str]:
 # 0.67x split-K's).  The data gradient's GEMMs have the tiles as columns: at 49 and 16 they left the
 # device idle where im2col's GEMM over the kernel's taps did not (1.9x its time; from 512 tiles,
 # 0.7-0.75x).  Measured with F(2x2, 3x3) alone.
+
+# Rows of a GEMM below which the smallest GPU tile (32 rows) is mostly empty.
+FEW_ROWS = 16
+
 
 def _winograd_pays(problem: Problem, device: cl.Device) -> bool:
     """Whether ``winograd`` serves ``problem`` with GEMMs large enough: at least 64 input channels

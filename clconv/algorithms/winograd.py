@@ -60,6 +60,10 @@ TILE_SIDES = tuple(TRANSFORMS)
 # and (2x2 tiles) where the GPU heuristic takes the weight and data gradients to Winograd at all
 # (planner._winograd_pays).
 MIN_TILES = 256
+# The fewest 4x4 tiles for F(4x4, 3x3) first in the forward and data gradient: at batch 1 (4 and 16
+# tiles at 7x7 and 14x14) F(2x2, 3x3) ran in 0.7-1.0x its time; from 32, F(4x4) won 6 of the 7
+# layer-passes measured, by 5-33%, and lost one by 8% (7x7x512 at batch 32, 128 tiles).
+F4_MIN_TILES = 32
 
 
 def positions(m: int) -> int:
@@ -139,13 +143,14 @@ class Winograd(Algorithm):
     def sides(self, problem: Problem) -> tuple[int, ...]:
         """The tile sides M in the order their configs come.  F(4x4, 3x3) (4x fewer multiplies than
         a direct sum, 2.25x fewer workspace bytes than F(2x2, 3x3)) comes first where its GEMMs
-        stay large: the forward's and data gradient's from MIN_TILES 4x4 tiles (their GEMMs'
-        columns), the weight gradient's from MIN_TILES 2x2 tiles (where the GPU heuristic runs it
-        at all: its contraction).  With fewer, F(2x2, 3x3)'s 4x more tiles fill the device better
-        (measured on an H200, docs/performance.md); its constants are halves, so small-integer
-        data also give exact results there."""
-        m = 2 if problem.pass_ == "backward_weight" else 4
-        return (4, 2) if self.tiles(problem, m) >= MIN_TILES else (2, 4)
+        are not starved: the forward's and data gradient's from F4_MIN_TILES 4x4 tiles (their
+        GEMMs' columns), the weight gradient's from MIN_TILES 2x2 tiles (where the GPU heuristic
+        runs it at all: its contraction).  With fewer, F(2x2, 3x3)'s 4x more tiles fill the device
+        better (measured on an H200, docs/performance.md); its constants are halves, so
+        small-integer data also give exact results there."""
+        if problem.pass_ == "backward_weight":
+            return (4, 2) if self.tiles(problem, 2) >= MIN_TILES else (2, 4)
+        return (4, 2) if self.tiles(problem, 4) >= F4_MIN_TILES else (2, 4)
 
     def configs(self, problem, device):
         per_side = [self._side_configs(problem, device, m) for m in self.sides(problem)]

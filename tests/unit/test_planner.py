@@ -92,6 +92,14 @@ def test_gpu_heuristic_puts_winograd_first_where_it_pays(tag, pass_, wanted):
     assert (order[0] == "winograd") is wanted, order
 
 
+def test_gpu_heuristic_takes_few_channel_data_gradients_to_im2col():
+    """The implicit GEMM's rows are the input channels; im2col's are channels x taps."""
+    assert heuristic_order(_problem("n8g1c3o32i100x100k3x3s1x1p1x1d1x1", "backward_data"), H200_LIKE)[0] == "im2col"
+    assert heuristic_order(_problem("n8g1c32o64i100x100k3x3s1x1p1x1d1x1", "backward_data"), H200_LIKE)[0] != "im2col"
+    # a 1x1 layer has no taps to add rows: its gather keeps going first
+    assert heuristic_order(_problem("n8g1c8o64i64x64k1x1s1x1p0x0d1x1", "backward_data"), H200_LIKE)[0] != "im2col"
+
+
 @pytest.mark.parametrize("pass_, wanted", [
     ("forward", False),          # F(4x4) 0.31 against implicit_gemm's 0.29 ms on an H200
     ("backward_data", False),    # a tie: 0.311 against 0.313

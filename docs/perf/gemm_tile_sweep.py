@@ -1,8 +1,8 @@
 """The GEMM core's tiles (every GPU table tile, TK 16 and 32) on two GEMM-shaped layers, TFLOP/s
 of the convolution's direct FLOPs, beside cuBLAS SGEMM of the 1x1 layer's shape (TF32 off).
 `python docs/perf/gemm_tile_sweep.py` on the GPU machine."""
-import numpy as np
 import torch
+from winograd_configs import cuda_ms  # docs/perf/, beside this script
 
 import clconv
 from clconv import planner, runtime
@@ -15,18 +15,7 @@ from clconv.resolve import resolve_conv
 def cublas_ms(m, n, k):
     torch.backends.cuda.matmul.allow_tf32 = False
     a, b = torch.randn(m, k, device="cuda"), torch.randn(k, n, device="cuda")
-    for _ in range(3):
-        a @ b
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(10):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        a @ b
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end))
-    return float(np.median(times))
+    return cuda_ms(lambda: a @ b)
 
 
 def main():

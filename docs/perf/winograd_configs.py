@@ -9,7 +9,6 @@ import json
 import os
 import sys
 
-import numpy as np
 import torch
 
 import clconv
@@ -17,6 +16,7 @@ from clconv import planner, runtime
 from clconv.algorithms import REGISTRY
 from clconv.plan import Problem
 from clconv.resolve import resolve_conv
+from clconv.tools.timing import time_torch
 
 torch.backends.cudnn.allow_tf32 = False
 torch.backends.cuda.matmul.allow_tf32 = False
@@ -37,19 +37,12 @@ def cudnn_ms(pass_, n, c, s, o):
         "backward_data": lambda: torch.nn.grad.conv2d_input(x.shape, w, dy, padding=1),
         "backward_weight": lambda: torch.nn.grad.conv2d_weight(x, w.shape, dy, padding=1),
     }
-    f = calls[pass_]
-    for _ in range(3):
-        f()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(10):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        f()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end))
-    return float(np.median(times))
+    return cuda_ms(calls[pass_])
+
+
+def cuda_ms(f, repeats=10):
+    """Median ms of ``f()`` by CUDA events (clconv bench's own PyTorch timing)."""
+    return time_torch(torch, f, repeats, gpu=True)
 
 
 def main():

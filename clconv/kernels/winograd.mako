@@ -35,18 +35,23 @@ def combination(coefficients, terms, suffix):
     return out or "0"
 
 
-def derived(M, real, BT, G, AT):
-    """ALPHA, the float literals' suffix, and A (ALPHA x M), G^T (3 x ALPHA), B (ALPHA x ALPHA)."""
+def suffix(real):
+    """The float literals' suffix: float constants for float arithmetic, doubles for double."""
+    return "f" if real == "float" else ""
+
+
+def derived(M, BT, G, AT):
+    """ALPHA, and A (ALPHA x M), G^T (3 x ALPHA), B (ALPHA x ALPHA)."""
     def transposed(rows):
         return [list(col) for col in zip(*rows)]
-    return M + 2, "f" if real == "float" else "", transposed(AT), transposed(G), transposed(BT)
+    return M + 2, transposed(AT), transposed(G), transposed(BT)
 %>
-<% ALPHA, S, A, GT, B = derived(M, real, BT, G, AT) %>
+<% ALPHA, A, GT, B = derived(M, BT, G, AT) %>
 <%def name="left(out, L, src, cols)">\
 ## out[i][c] = sum_j L[i][j] src[j][c], for c < cols
 % for i, row in enumerate(L):
 % for c in range(cols):
-    ${out}[${i}][${c}] = ${combination(row, [f"{src}[{j}][{c}]" for j in range(len(row))], "f" if real == "float" else "")};
+    ${out}[${i}][${c}] = ${combination(row, [f"{src}[{j}][{c}]" for j in range(len(row))], suffix(real))};
 % endfor
 % endfor
 </%def>\
@@ -54,7 +59,7 @@ def derived(M, real, BT, G, AT):
 ## out[i][k] = sum_c src[i][c] R[c][k] (src times R), for i < rows
 % for i in range(rows):
 % for k in range(len(R[0])):
-    ${out}[${i}][${k}] = ${combination([R[c][k] for c in range(len(R))], [f"{src}[{i}][{c}]" for c in range(len(R))], "f" if real == "float" else "")};
+    ${out}[${i}][${k}] = ${combination([R[c][k] for c in range(len(R))], [f"{src}[{i}][{c}]" for c in range(len(R))], suffix(real))};
 % endfor
 % endfor
 </%def>\
@@ -145,7 +150,7 @@ ${right("t", "ae", AT, ALPHA)}\
 ${prelude.entry_points(self, entries)}\
 ##
 <%def name="clc_wino_transforms()">
-<% ALPHA, S, A, GT, B = derived(M, real, BT, G, AT) %>\
+<% ALPHA, A, GT, B = derived(M, BT, G, AT) %>\
 /* global: (ROW_WIDTH = P rounded up, GROUPS * CIN + extra rows).  Rows below GROUPS * CIN: one
    work-item per (tile, input channel), consecutive work-items consecutive tiles, so the writes of
    V rows coalesce.  The rows past them: the weight's filters, ROW_WIDTH to a row (forward, data
@@ -172,7 +177,7 @@ __kernel void clc_wino_transforms(__global const clc_data* restrict src_base, co
 </%def>\
 ##
 <%def name="clc_wino_output()">
-<% ALPHA, S, A, GT, B = derived(M, real, BT, G, AT) %>\
+<% ALPHA, A, GT, B = derived(M, BT, G, AT) %>\
 /* global: (P rounded up, GROUPS * COUT); one work-item per (tile, output channel): A^T t A. */
 __kernel void clc_wino_output(__global const clc_real* restrict m,
                               __global const clc_data* restrict bias_base, const long bias_off,
@@ -208,7 +213,7 @@ ${right("y", "at", A, M)}\
 </%def>\
 ##
 <%def name="clc_wino_weight_grad()">
-<% ALPHA, S, A, GT, B = derived(M, real, BT, G, AT) %>\
+<% ALPHA, A, GT, B = derived(M, BT, G, AT) %>\
 /* global: (COUT * CIN rounded up, GROUPS); one work-item per 3x3 filter: its ALPHA^2 products
    summed over the pieces in order, then G^T t G. */
 __kernel void clc_wino_weight_grad(__global const clc_real* restrict m,

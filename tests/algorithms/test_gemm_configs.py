@@ -240,7 +240,7 @@ ODD_WINOGRAD = "n2g1c5o7i9x11k3x3s1x1p1x1d1x1"  # 9x11 outputs: edge tiles of bo
 @pytest.mark.parametrize("config, pieces", [
     ({"m": 2, **_tile("vw2"), "splits": 3}, 3),           # pieces of 32, 32 and 8 tiles: bounds checks on K
     ({"m": 2, **_tile("vw4-uneven-loads"), "splits": 1}, 1),
-    ({"m": 2, **cpu_config(8, 16, 8), "splits": 2}, 2),   # the CPU GEMM, k-fast B (no row form)
+    ({"m": 2, **CPU["wm4-vn8"], "splits": 2}, 2),         # the CPU GEMM, k-fast B (no row form)
     ({"m": 2, **_tile("vw1"), "splits": 8}, 5),           # pieces of 16: a fifth covers the 72, so 5 are summed
     ({"m": 4, **_tile("vw2"), "splits": 3}, 2),           # 18 4x4 tiles: pieces of 16 and 2, not 3 pieces
     ({"m": 4, **_tile("vw1"), "splits": 1}, 1),
@@ -257,14 +257,20 @@ def test_winograd_weight_gradient_pieces(queue, rng, config, pieces, layout):
     run_prepared(queue, rng, problem, winograd, config, share=WINOGRAD_ERROR[config["m"]])
 
 
+# (geometry, tile): the CPU GEMM (B rows read with vload) with its smallest vector block only, which
+# builds in about a second on Mesa's llvmpipe where the 16-row blocks take 20 s
+WINOGRAD_TILES = {"g2-vw4": (WINOGRAD, _tile("vw4-uneven-loads")), "g2-vw2": (WINOGRAD, _tile("vw2")),
+                  "g2-cpu": (WINOGRAD, CPU["wm4-vn8"]), "odd-vw4": (ODD_WINOGRAD, _tile("vw4-uneven-loads")),
+                  "odd-cpu": (ODD_WINOGRAD, CPU["wm3-vn4"])}
+
+
 @pytest.mark.parametrize("m", [2, 4])
 @pytest.mark.parametrize("pass_", ["forward", "backward_data"])
-@pytest.mark.parametrize("tag", [WINOGRAD, ODD_WINOGRAD], ids=["g2", "odd"])
-@pytest.mark.parametrize("tile", [_tile("vw4-uneven-loads"), _tile("vw2"), cpu_config(16, 8, 8)],
-                         ids=["vw4", "vw2", "cpu"])
-def test_winograd_gemm_tiles(queue, rng, tag, pass_, tile, m):
+@pytest.mark.parametrize("case", list(WINOGRAD_TILES))
+def test_winograd_gemm_tiles(queue, rng, case, pass_, m):
     """Forward and data gradient: U V per tile position, tiles that do not divide C_out or the
     tiles, output tiles cut off at the image's edge, both tile sides."""
+    tag, tile = WINOGRAD_TILES[case]
     run_prepared(queue, rng, Problem(geometry(tag), pass_, "float32", bias=pass_ == "forward"),
                  REGISTRY["winograd"], {"m": m, **tile}, share=WINOGRAD_ERROR[m])
 
@@ -290,17 +296,20 @@ def test_winograd_error_stays_within_its_share_of_the_tolerance(queue, rng, tag,
 
 # -- gemm1x1's strided data gradient: the GEMM over the output pixels, zeros between ------------------
 
-@pytest.mark.parametrize("tag", [
-    "n2g1c5o4i9k1s3p0d1",                      # 1D: 9 = 3 x 3 inputs, every block whole
-    "n2g1c5o4i10k1s3p0d1",                     # 1D: 10 inputs, the last block cut to one pixel
-    "n2g2c4o6i5x4x7k1x1x1s2x1x3p0x0x0d1x1x1",  # 3D, groups, a different stride per axis
-    "n3g1c6o5i7x7k1x1s2x2p0x0d1x1",            # 2D, odd sides: blocks cut on both edges
-])
-@pytest.mark.parametrize("config", [_tile("vw2"), _tile("vw4-uneven-loads"), cpu_config(8, 16, 8)],
-                         ids=["vw2", "vw4", "cpu"])
-def test_strided_pointwise_data_gradient_scatters_into_every_pixel(queue, rng, tag, config):
+STRIDED_1X1_CASES = {
+    "1d-whole": ("n2g1c5o4i9k1s3p0d1", _tile("vw2")),      # 9 = 3 x 3 inputs, every block whole
+    "1d-cut": ("n2g1c5o4i10k1s3p0d1", _tile("vw4-uneven-loads")),  # 10 inputs: the last block one pixel
+    "3d": ("n2g2c4o6i5x4x7k1x1x1s2x1x3p0x0x0d1x1x1", _tile("vw2")),  # groups, a different stride per axis
+    "2d-odd": ("n3g1c6o5i7x7k1x1s2x2p0x0d1x1", _tile("vw4-uneven-loads")),  # blocks cut on both edges
+    "2d-odd-cpu": ("n3g1c6o5i7x7k1x1s2x2p0x0d1x1", CPU["wm4-vn8"]),  # the CPU GEMM's lane-by-lane stores
+}
+
+
+@pytest.mark.parametrize("case", list(STRIDED_1X1_CASES))
+def test_strided_pointwise_data_gradient_scatters_into_every_pixel(queue, rng, case):
     """Every input pixel written once: the stride grid from the GEMM, the rest zero (with the bias,
     as a transposed convolution's forward has it); the NaN-poisoned result shows any left out."""
+    tag, config = STRIDED_1X1_CASES[case]
     problem = Problem(geometry(tag), "backward_data", "float32", bias=True)
     gemm1x1 = REGISTRY["gemm1x1"]
     plan = gemm1x1.plan(problem, config, queue.device)

@@ -117,14 +117,6 @@ def heuristic_order(problem: Problem, device: cl.Device) -> list[str]:
     return list(dict.fromkeys(order))
 
 
-# The fewest 2x2 tiles (batch x tiles per image, winograd.MIN_TILES) that the Winograd weight
-# gradient's and data gradient's GEMMs need to beat the GEMM families.  The weight gradient
-# contracts over the tiles and writes 16 products per weight: with few tiles those writes outweigh
-# the sums (batch 1 at 14x14, 49 tiles: 2.3x implicit_gemm's time; batch 32 at 7x7, 512 tiles:
-# 0.67x split-K's).  The data gradient's GEMMs have the tiles as columns: at 49 and 16 they left the
-# device idle where im2col's GEMM over the kernel's taps did not (1.9x its time; from 512 tiles,
-# 0.7-0.75x).  Measured with F(2x2, 3x3) alone.
-
 # Rows of a GEMM below which the smallest GPU tile (32 rows) is mostly empty.
 FEW_ROWS = 16
 
@@ -150,6 +142,12 @@ def _winograd_pays(problem: Problem, device: cl.Device) -> bool:
     minimum = 128 if problem.layout != CHANNELS_FIRST and problem.pass_ != "backward_weight" else 64
     if cin < minimum or cout < 16:
         return False
+    # The gradients need MIN_TILES 2x2 tiles (batch x tiles per image) to beat the GEMM families.
+    # The weight gradient contracts over the tiles and writes 16 products per weight: with few
+    # tiles those writes outweigh the sums (batch 1 at 14x14, 49 tiles: 2.3x implicit_gemm's time;
+    # batch 32 at 7x7, 512 tiles: 0.67x split-K's).  The data gradient's GEMMs have the tiles as
+    # columns: at 49 and 16 they left the device idle where im2col's GEMM over the kernel's taps
+    # did not (1.9x its time; from 512 tiles, 0.7-0.75x).  Measured with F(2x2, 3x3) alone.
     return problem.pass_ == "forward" or winograd.tiles(problem) >= MIN_TILES
 
 

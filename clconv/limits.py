@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass
+from pathlib import Path
 
 import pyopencl as cl
 
@@ -42,6 +43,8 @@ class Limits:
     # written in explicit vectors gain nothing there and build slowly
     float_lanes: int = 1
     double_lanes: int = 1
+    # bytes of the largest cache level one compute unit has to itself (a CPU core's L2); 0: unknown
+    core_cache: int = 0
 
     def lanes(self, itemsize: int) -> int:
         """Native vector lanes for elements of ``itemsize`` bytes."""
@@ -106,7 +109,32 @@ def _probe(device: cl.Device, context: cl.Context | None) -> Limits:
         gpu=bool(device.type & cl.device_type.GPU),
         float_lanes=max(1, device.native_vector_width_float),
         double_lanes=max(1, device.native_vector_width_double),
+        core_cache=core_cache(Path("/sys/devices/system/cpu/cpu0")) if device.type & cl.device_type.CPU else 0,
     )
+
+
+def core_cache(cpu: Path) -> int:
+    """The largest data cache private to one core of a CPU device, from Linux's sysfs (OpenCL
+    reports only CL_DEVICE_GLOBAL_MEM_CACHE_SIZE, which PoCL fills with the shared last level:
+    300 MiB on a Xeon whose cores have 2 MiB each).  A CPU device runs on the host's cores.
+    ``cpu``: a CPU's sysfs directory.  0 where unknown (not Linux): configurations then assume
+    nothing about caches."""
+    try:
+        core = (cpu / "topology" / "thread_siblings_list").read_text().strip()  # the CPU and its hyperthreads
+    except OSError:
+        core = cpu.name.removeprefix("cpu")
+    found = 0
+    for index in (cpu / "cache").glob("index*"):
+        try:
+            kind = (index / "type").read_text().strip()
+            shared = (index / "shared_cpu_list").read_text().strip()
+            size = (index / "size").read_text().strip()
+        except OSError:
+            continue
+        if kind in ("Data", "Unified") and shared == core and size[:-1].isdigit():
+            scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(size[-1], 0)
+            found = max(found, int(size[:-1]) * scale)
+    return found
 
 
 def _remembered(path) -> int | None:

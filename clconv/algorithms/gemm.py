@@ -56,7 +56,7 @@ CPU_TILES = [  # local-memory tiles for CPUs: vector local loads, no pipelining 
 # CPU tiles without local memory (templates/gemm_cpu.mako): (WM, VN, LX): each work-item computes
 # WM rows x VN consecutive columns of C as WM vectors of VN lanes; at most LX work-items per
 # work-group, along M.
-CPU_KEYS = ("LOCAL", "WM", "VN", "LX")
+CPU_KEYS = ("LOCAL", "WM", "VN", "LX", "NB", "KC")
 CPU_VECTOR_TILES = [  # in order of preference (measured on PoCL, AVX-512: docs/performance.md)
     (16, 16, 8),  # 16 accumulators of 16 lanes: 81 GFLOP/s on a 1x1 1024->256 forward, one core
     (8, 16, 8),   # half the rows: more work-items for small M
@@ -64,8 +64,14 @@ CPU_VECTOR_TILES = [  # in order of preference (measured on PoCL, AVX-512: docs/
 ]
 
 
-def cpu_config(wm: int, vn: int, lx: int) -> dict:
-    return {"LOCAL": 0, "WM": wm, "VN": vn, "LX": lx}
+CPU_DEFAULTS = {"NB": 1, "KC": 128}  # one block of columns per work-item: the contraction is not cut
+
+
+def cpu_config(wm: int, vn: int, lx: int, nb: int = 1, kc: int = CPU_DEFAULTS["KC"]) -> dict:
+    """A CPU GEMM tile; ``nb`` > 1 blocks of VN columns per work-item, the contraction cut into steps
+    of ``kc`` (only then in the config, so that single-block configs keep their stored form)."""
+    config = {"LOCAL": 0, "WM": wm, "VN": vn, "LX": lx}
+    return {**config, "NB": nb, "KC": kc} if nb > 1 else config
 
 
 def is_cpu_config(tile: Mapping[str, Any]) -> bool:
@@ -75,7 +81,7 @@ def is_cpu_config(tile: Mapping[str, Any]) -> bool:
 def tile_extent(tile: Mapping[str, Any]) -> tuple[int, int, int]:
     """(rows of M, columns of N, contraction step) one work-group covers."""
     if is_cpu_config(tile):
-        return tile["WM"] * tile["LX"], tile["VN"], 1
+        return tile["WM"] * tile["LX"], tile["VN"] * tile.get("NB", 1), 1
     return tile["TM"], tile["TN"], tile["TK"]
 
 
@@ -94,8 +100,39 @@ def _smallest_tiles(fit: limits.Limits) -> list[tuple]:
     return list(dict.fromkeys([(side, threads // side, 8, 1, 1, 1, 0), (threads // side, side, 8, 1, 1, 1, 0)]))
 
 
+def weight_contraction(shape: "GemmShape") -> int:
+    """K of a GEMM whose A is a weight (reused by every block of columns, which is what
+    :func:`column_blocks` is for), else 0: a weight gradient's A, dy, streams through once anyway
+    (measured on PoCL: column blocks made the stem's and a transposed layer's weight gradients
+    1.1-1.3x slower)."""
+    return shape.K if shape.a_view in PACKED_A_VIEWS else 0
+
+
+MAX_COLUMN_BLOCKS = 8  # the blocks' running sums, 8 x WM x VN elements (8 KiB at 16 x 16 floats), stay in L1
+
+
+def column_blocks(m: int, n: int, k: int, tile: tuple, fit: limits.Limits, itemsize: int, groups: int) -> int:
+    """Blocks of VN columns per work-item for the CPU GEMM ``tile`` (WM, VN, LX) on an M x N x K GEMM.
+
+    Its work-items sweep all of A once per NB x VN columns of C.  Where A is larger than half a
+    core's cache and N is narrow (small images: a 7x7 layer's weight of 2.4 MB for 98 columns),
+    one work-item takes all of N, so that A streams through once: measured on PoCL, 0.78-0.91x
+    the time of one block per work-item.  Fewer blocks than all of N (A swept twice or more) were
+    no faster there, so it is all or one.  All of N must be at most MAX_COLUMN_BLOCKS blocks, the
+    work-item's share of B (K x N) must fit the other half of the cache, and every core must still
+    get a work-group."""
+    wm, vn, lx = tile
+    budget = fit.core_cache // 2
+    blocks = -(-n // vn)
+    if not k or not budget or m * k * itemsize <= budget or blocks == 1 or blocks > MAX_COLUMN_BLOCKS:
+        return 1
+    if k * blocks * vn * itemsize > budget or -(-m // (wm * lx)) * groups < fit.compute_units:
+        return 1
+    return blocks
+
+
 def gemm_tiles(m: int, n: int, fit: limits.Limits, itemsize: int, limit: int = 4, groups: int = 1,
-               vector_first: bool = True, layout: str = CHANNELS_FIRST, plain: bool = False) -> list[dict]:
+               vector_first: bool = True, layout: str = CHANNELS_FIRST, plain: bool = False, k: int = 0) -> list[dict]:
     """Tiles that fit the device, best guess first: least work wasted on the matrix edges, enough
     work-groups to fill every compute unit (on a GPU), then (``plain``: A and B are plain matrices,
     whose loads cost no index decoding) the larger per-work-item blocks, then the table's order of
@@ -131,7 +168,10 @@ def gemm_tiles(m: int, n: int, fit: limits.Limits, itemsize: int, limit: int = 4
         # no local memory, no barriers: what PoCL runs fastest (docs/performance.md); the
         # local-memory tiles stay as candidates for tuning.  Written in explicit vectors, so only
         # where the device has vector lanes (llvmpipe has none: it took minutes to build there)
-        vector = ([cpu_config(*t) for t in CPU_VECTOR_TILES if fit.fits((t[2],))]
+        # (each tile with column blocks where they pay, then without: a candidate for tuning, and
+        # what tuning databases written before column blocks existed hold)
+        vector = ([cpu_config(*t, nb=nb) for t in CPU_VECTOR_TILES if fit.fits((t[2],))
+                   for nb in dict.fromkeys((column_blocks(m, n, k, t, fit, itemsize, groups), 1))]
                   if fit.lanes(itemsize) >= 4 and layout == CHANNELS_FIRST else [])
         if vector_first:
             configs = vector[:2] + configs[:1] + vector[2:] + configs[1:]
@@ -183,18 +223,23 @@ class GemmShape:
         return -(-self.K // self.ksplit) if self.ksplit else 1
 
 
-# The A views the CPU GEMM packs: weights, packed once per call (not per batch chunk).  The
-# transposed views step CO or CI*KV elements per k (pages apart): packing always paid on PoCL
+# The A views the CPU GEMM packs.  Weights are packed once per call (not per batch chunk): the
+# transposed views step CO or CI*KV elements per k (pages apart), where packing always paid on PoCL
 # (1.1-2x); the forward's row-major weight only where the GEMM sweeps A many times (measured: 1.02-1.07x
 # with 25-196 column blocks, 0.88x with 7, where packing a 2.4 MB weight costs 12% of the GEMM).
-PACKED_A_VIEWS = ("a_weight", "a_weight_t", "a_weight_bwd_data")
-MIN_SWEEPS_TO_PACK = {"a_weight": 16}
+# The weight gradient's A, dy rows of the chunk's images, is packed per chunk (PER_CHUNK_VIEWS):
+# read in place, each k step broadcasts WM values from WM rows a channel's pixels apart.
+PACKED_A_VIEWS = ("a_weight", "a_weight_t", "a_weight_bwd_data", "a_grad_output_rows")
+PER_CHUNK_VIEWS = ("a_grad_output_rows",)
+MIN_SWEEPS_TO_PACK = {"a_weight": 16, "a_grad_output_rows": 4}
 
 
 def _packs_a(shape: GemmShape, tile: dict, launches: int) -> bool:
     if shape.a_view not in PACKED_A_VIEWS or shape.ksplit:
         return False
-    sweeps = -(-shape.N // tile["VN"]) * launches  # times the GEMMs read all of A
+    if shape.a_view in PER_CHUNK_VIEWS:
+        launches = 1  # packed again for each chunk: nothing to share between launches
+    sweeps = -(-shape.N // (tile["VN"] * tile.get("NB", 1))) * launches  # times the GEMMs read all of A
     return sweeps >= MIN_SWEEPS_TO_PACK.get(shape.a_view, 0)
 
 
@@ -207,14 +252,25 @@ def local_padding(vw: int) -> int:
 @dataclass
 class Gemm:
     """One GEMM of a plan, ready to be called once per batch chunk: its source and sizes and, where
-    the CPU GEMM packs A first (``PACKED_A_VIEWS``), the packing call and the bytes of the packed
-    copy (workspace ``apack``, read as A)."""
+    the CPU GEMM packs A first (``PACKED_A_VIEWS``), the role it packs, how, and the bytes of the
+    packed copy (workspace ``apack``, read as A)."""
 
     source: KernelSource
     global_size: tuple[int, ...]
     local_size: tuple[int, ...]
-    pack: KernelCall | None = None
+    packs: str | None = None  # the role of the tensor packed as A
+    pack_size: tuple[int, ...] = ()  # clc_pack_a's global size
     pack_bytes: int = 0
+    pack_per_chunk: bool = False  # A is the chunk's images (packed before each chunk's GEMM), not a weight
+
+    @property
+    def pack(self) -> bool:
+        return self.packs is not None
+
+    def packing(self, chunk: int = 0) -> KernelCall:
+        """The call that packs A (the chunk's part of it, where A depends on the chunk)."""
+        assert self.packs is not None
+        return call(self.source, "clc_pack_a", self.pack_size, None, Arg(self.packs), Arg("apack"), np.int32(chunk))
 
     def call(self, a: str, b: str, c: str, bias: str | None = None, chunk: int = 0) -> KernelCall:
         """clc_gemm's arguments: A, B, C (each with its offset), the bias and the residual (C when
@@ -285,7 +341,8 @@ def _cpu_gemm(problem: Problem, shape: GemmShape, tile: dict, index: str, launch
         b_row = False
     blocks = -(-shape.M // tile["WM"])
     lm = min(tile["LX"], blocks)  # work-items per work-group along M
-    packed = _packs_a(shape, tile, launches)
+    nb = min(tile.get("NB", 1), -(-shape.N // tile["VN"]))  # no more blocks than N has
+    packed = _packs_a(shape, {**tile, "NB": nb}, launches)
     pack_bytes = problem.geometry.groups * blocks * tile["WM"] * shape.K * problem.itemsize if packed else 0
     if packed and problem.geometry.needs_int64(pack_bytes // problem.itemsize):
         index = "long"
@@ -294,19 +351,22 @@ def _cpu_gemm(problem: Problem, shape: GemmShape, tile: dict, index: str, launch
         M=shape.M, N=shape.N, K=shape.K, KSPLIT=shape.ksplit or shape.K,
         a_view=shape.a_view, b_view=shape.b_view, c_view=shape.c_view, a=shape.a, b=shape.b, c=shape.c,
         b_row=b_row, RUN=run, WM=tile["WM"], VN=tile["VN"], LM=lm, A_PACKED=packed,
+        NB=nb, KC=tile.get("KC", CPU_DEFAULTS["KC"]),
     )
-    global_size = (rounded(blocks, lm), -(-shape.N // tile["VN"]), shape.count(problem.geometry) * shape.splits)
-    pack = None
-    if packed:  # every packed view is a view of the weight
-        pack = call(src, "clc_pack_a", (shape.K, blocks, problem.geometry.groups), None, Arg("w"), Arg("apack"))
-    return Gemm(src, global_size, (lm, 1, 1), pack, pack_bytes)
+    columns = tile["VN"] * nb  # of one work-item
+    global_size = (rounded(blocks, lm), -(-shape.N // columns), shape.count(problem.geometry) * shape.splits)
+    if not packed:
+        return Gemm(src, global_size, (lm, 1, 1))
+    per_chunk = shape.a_view in PER_CHUNK_VIEWS
+    return Gemm(src, global_size, (lm, 1, 1), packs="dy" if per_chunk else "w",
+                pack_size=(shape.K, blocks, problem.geometry.groups), pack_bytes=pack_bytes, pack_per_chunk=per_chunk)
 
 
 def gemm_calls(problem: Problem, shape: GemmShape, tile: dict, index: str, a: str, b: str, c: str,
                bias: str | None = None) -> tuple[list[KernelCall], dict[str, int]]:
     """The calls of one GEMM (A's packing first, where it is packed) and their workspaces."""
     core = gemm(problem, shape, tile, index)
-    calls = [core.pack] if core.pack is not None else []
+    calls = [core.packing()] if core.pack else []  # one launch: a per-chunk A is the whole batch's
     if shape.swapped:
         a, b = b, a
     return [*calls, core.call(a, b, c, bias)], core.workspaces
@@ -315,7 +375,7 @@ def gemm_calls(problem: Problem, shape: GemmShape, tile: dict, index: str, a: st
 def tile_config(config: Mapping[str, Any]) -> dict:
     """The GEMM template's tile parameters from a config (VW, PIPE default as TILE_DEFAULTS)."""
     if is_cpu_config(config):
-        return {k: config[k] for k in CPU_KEYS}
+        return {k: config.get(k, CPU_DEFAULTS.get(k)) for k in CPU_KEYS}
     return {k: config.get(k, TILE_DEFAULTS.get(k)) for k in TILE_KEYS}
 
 

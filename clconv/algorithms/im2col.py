@@ -13,7 +13,9 @@ from ..passes import PASSES
 from ..plan import LAYOUTS, Arg, Plan, Problem, rounded
 from .base import Algorithm, call, epilogue_args, source
 from .reduce import splitk_sum
-from .gemm import GemmShape, forward_shape, gemm, gemm_tiles, is_cpu_config, largest_chunk, tile_config, weight_shape
+from .gemm import (
+    GemmShape, forward_shape, gemm, gemm_tiles, is_cpu_config, largest_chunk, tile_config, weight_contraction, weight_shape,
+)
 
 
 class Im2col(Algorithm):
@@ -75,7 +77,7 @@ class Im2col(Algorithm):
     def configs(self, problem, device):
         shape = self._shape(problem, self.chunk_batch(problem, device) or 1)
         return gemm_tiles(shape.M, shape.N, limits.of(device), problem.itemsize, groups=problem.geometry.groups,
-                          layout=problem.layout)
+                          layout=problem.layout, k=weight_contraction(shape))
 
     def plan(self, problem, config, device):
         g = problem.geometry
@@ -91,7 +93,7 @@ class Im2col(Algorithm):
         if transposed:
             shape = replace(shape, b_view="b_columns", b_nfast=True)
         core = gemm(problem, shape, tile, index, launches=g.batch // nb)
-        calls = [core.pack] if core.pack is not None else []  # A packed once for every chunk
+        calls = [core.packing()] if core.pack and not core.pack_per_chunk else []  # a weight: once for every chunk
         chunks = range(0, g.batch, nb)
         if problem.pass_ == "backward_data":  # GEMM into columns, then col2im gathers them into dx
             fold = self._fold(problem, index, nb, cpu)
@@ -102,7 +104,10 @@ class Im2col(Algorithm):
             a, c, bias = ("w", "y", "bias") if problem.pass_ == "forward" else ("dy", "dw", None)
             in_workspace = problem.pass_ == "backward_weight" and self._sums_in_workspace(problem, nb)
             for chunk in chunks:
-                calls += [unfold(chunk), core.call(a, "col", "partial" if in_workspace else c, bias, chunk)]
+                calls.append(unfold(chunk))
+                if core.pack_per_chunk:  # the chunk's dy rows
+                    calls.append(core.packing(chunk))
+                calls.append(core.call(a, "col", "partial" if in_workspace else c, bias, chunk))
             if in_workspace:  # the running sums rounded to the storage once
                 calls.append(splitk_sum(problem, index, 1, g.weight_elements))
                 return Plan(problem, self.name, config, tuple(calls),

@@ -10,7 +10,7 @@ from ..plan import CHANNELS_FIRST, LAYOUTS, Plan, Problem
 from .base import Algorithm
 from .gemm import (
     GemmShape, backward_data_shape, forward_shape, gemm_calls, gemm_tiles, strided_pointwise_data_shape, tile_config,
-    vector_first, weight_shape,
+    vector_first, weight_contraction, weight_shape,
 )
 
 # The GEMM's operands by pass: (A, B, C, bias)
@@ -35,7 +35,7 @@ class ImplicitGemm(Algorithm):
     def configs(self, problem, device):
         shape = self._shape(problem)
         return gemm_tiles(shape.M, shape.N, limits.of(device), problem.itemsize, groups=problem.geometry.groups,
-                          vector_first=vector_first(problem, shape), layout=problem.layout)
+                          vector_first=vector_first(problem, shape), layout=problem.layout, k=weight_contraction(shape))
 
     def plan(self, problem, config, device):
         calls, workspaces = gemm_calls(problem, self._shape(problem), tile_config(config), problem.index_type(),

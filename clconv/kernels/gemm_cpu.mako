@@ -5,8 +5,14 @@
 ## AVX/AVX-512 FMAs with the A broadcast folded into the instruction.  (PoCL's own vectorisation
 ## across work-items does not reach into a kernel's inner loops, so the vectors are explicit.)
 ##
+## NB > 1: a work-item computes NB such blocks side by side (NB x VN columns), with the contraction
+## cut into steps of KC; per step it runs every block over the same WM x KC slice of A (kept in the
+## first-level cache), so A is swept once per NB x VN columns instead of once per VN.  The blocks'
+## sums wait in a private array between steps.  (For weights larger than a core's cache: small
+## images give few columns, and each sweep of A came from the shared cache or memory.)
+##
 ## B is read with vload where the view is contiguous along N (B_ROW below: the address of
-## B(k_begin, n0) and the step per k); a run that crosses an image boundary or the matrix edge, and
+## B(k, n) and the step per k); a run that crosses an image boundary or the matrix edge, and
 ## views without a row form (the implicit im2col), assemble the vector lane by lane from the
 ## operand view.  C is stored the same way: one vstore when the run lies inside one row of C.
 ##
@@ -16,7 +22,8 @@
 ## Parameters (all baked in): geom, real, data, index, entries, epilogue, bias (the prelude's: C is
 ## the pass's result under c_nchw), GEMMS (as gemm.mako's), M, N, K, a_view/b_view/c_view and their dicts a/b/c
 ## (operands.mako), WM (rows per work-item); for clc_gemm also KSPLIT (contraction
-## length of one split piece; K when unsplit), VN (columns per work-item: 4, 8 or 16), LM
+## length of one split piece; K when unsplit), VN (columns per block: 4, 8 or 16), NB (blocks per
+## work-item) and KC (the contraction's step where NB > 1), LM
 ## (work-items per work-group, along M), b_row (Python's decision that this view/geometry has a row
 ## form), RUN (columns of N that are contiguous in B: N, or one image's pixels), A_PACKED.
 ##
@@ -24,12 +31,14 @@
 ## with clc_ld and the prelude's vload, clc_real for workspaces, read in place).  The packed copy of
 ## A is a workspace: clc_real, whatever the weight's storage.
 ##
-## A_PACKED (weights as A): clc_pack_a first copies A into Ap[g][m block][k][WM], so that the WM
+## A_PACKED (weights, or the weight gradient's dy rows, as A): clc_pack_a first copies A (a weight
+## once per call, dy rows per batch chunk: its `chunk` argument) into Ap[g][m block][k][WM], so that the WM
 ## values one k step broadcasts are one cache line and consecutive k steps are consecutive lines.
 ## Read in place, a k step touches WM rows of A (a weight's rows are CI*KV apart, the transposed
 ## views' k steps CO or CI*KV apart: often a new 4 KiB page per step, or a power-of-two stride
-## that maps every row to one cache set); packed, the transposed convolution's GEMM ran 2.3x faster
-## on PoCL (docs/performance.md).
+## that maps every row to one cache set; dy's rows are a channel's pixels apart); packed, the
+## transposed convolution's GEMM ran 2.3x faster on PoCL and 3x3 weight gradients 1.45x
+## (docs/performance.md).
 <%namespace name="prelude" file="prelude.mako"/>
 <%namespace name="views" file="operands.mako"/>
 ${prelude.header(geom, real, index, data, epilogue, bias)}
@@ -48,13 +57,13 @@ ${prelude.entry_points(self, entries)}\
 /* global: (K, MB, G).  Ap[g][mb][k][i] = A(mb * WM + i, k); rows past M repeat row M-1 (their
    sums are never stored), so the GEMM reads whole blocks without tests. */
 __kernel void clc_pack_a(__global const clc_a_t* restrict a_base, const long a_off,
-                         __global clc_real* restrict packed_base, const long packed_off)
+                         __global clc_real* restrict packed_base, const long packed_off, const int chunk)
 {
     const clc_idx k = get_global_id(0), mb = get_global_id(1), g = get_global_id(2);
     __global const clc_a_t* restrict a = a_base + a_off;
     __global clc_real* restrict dst = packed_base + packed_off + ((g * CLC_MB + mb) * CLC_K + k) * ${WM};
 % for i in range(WM):
-    dst[${i}] = clc_load_a(a, g, min(mb * ${WM} + ${i}, CLC_M - 1), k, 0);
+    dst[${i}] = clc_load_a(a, g, min(mb * ${WM} + ${i}, CLC_M - 1), k, chunk);
 % endfor
 }
 </%def>\
@@ -65,14 +74,14 @@ __kernel void clc_pack_a(__global const clc_a_t* restrict a_base, const long a_o
     ivec = capture(prelude.mask_type, real, VN)
     comps = "0123456789abcdef"
     CHECK_M = M % WM != 0
-    # address of B(k_begin, n) (format with n=) and the step per k, for views contiguous along N (b_row)
+    # address of B(k, n) (format with k= and n=) and the step per k, for views contiguous along N (b_row)
     B_ROW = {
-        "b_columns": ("b + (g * CLC_K + k_begin) * CLC_NN + {n}", "CLC_NN"),
-        "b_input_pointwise": ("b + ((chunk + {n} / CLC_OP) * CLC_CIN + g * CLC_CI + k_begin) * CLC_IP + {n} % CLC_OP",
+        "b_columns": ("b + (g * CLC_K + {k}) * CLC_NN + {n}", "CLC_NN"),
+        "b_input_pointwise": ("b + ((chunk + {n} / CLC_OP) * CLC_CIN + g * CLC_CI + {k}) * CLC_IP + {n} % CLC_OP",
                               "CLC_IP"),
-        "b_grad_output_cols": ("b + ((chunk + {n} / CLC_OP) * CLC_COUT + g * CLC_CO + k_begin) * CLC_OP + {n} % CLC_OP",
+        "b_grad_output_cols": ("b + ((chunk + {n} / CLC_OP) * CLC_COUT + g * CLC_CO + {k}) * CLC_OP + {n} % CLC_OP",
                                "CLC_OP"),
-        "b_grad_output_gather": ("b + ((chunk + {n} / CLC_IP) * CLC_COUT + g * CLC_CO + k_begin) * CLC_OP + {n} % CLC_IP",
+        "b_grad_output_gather": ("b + ((chunk + {n} / CLC_IP) * CLC_COUT + g * CLC_CO + {k}) * CLC_OP + {n} % CLC_IP",
                                  "CLC_OP"),
     }.get(b_view) if b_row else None
     # a row of B as a vector: the column buffer is a clc_real workspace, the other views the call's tensors
@@ -86,9 +95,9 @@ __kernel void clc_pack_a(__global const clc_a_t* restrict a_base, const long a_o
     def c_store(value, ptr):
         return capture(prelude.vstore, VN, value, ptr) if stored else f"vstore{VN}({value}, 0, {ptr});"
 %>
-<%def name="packed_walk()">\
+<%def name="packed_walk(k_from)">\
 % if A_PACKED:
-__global const clc_real* apk = ap + k_begin * ${WM};  /* a pointer walk: measured faster than ap[k * WM + i] */
+__global const clc_real* apk = ap + ${k_from} * ${WM};  /* a pointer walk: measured faster than ap[k * WM + i] */
         \
 % endif
 </%def>
@@ -105,25 +114,7 @@ __global const clc_real* apk = ap + k_begin * ${WM};  /* a pointer walk: measure
 % endfor
 </%def>
 
-__kernel __attribute__((reqd_work_group_size(${LM}, 1, 1)))
-void clc_gemm(__global const ${a_t}* restrict a_base, const long a_off,
-              __global const clc_b_t* restrict b_base, const long b_off,
-              __global clc_c_t* restrict c_base, const long c_off,
-              __global const clc_data* restrict bias_base, const long bias_off,
-              __global const clc_data* restrict residual_base, const long residual_off,
-              const int chunk)
-{
-    __global const ${a_t}* restrict a = a_base + a_off;
-    __global const clc_b_t* restrict b = b_base + b_off;
-    __global clc_c_t* restrict c = c_base + c_off;
-    __global const clc_data* restrict bias = bias_base + bias_off;
-    __global const clc_data* restrict residual = residual_base + residual_off;
-
-    /* M varies fastest: the work-items of a work-group, and the work-groups that follow, share one
-       K x VN panel of B (kept in cache) and sweep the rows of A (small: weights or a gradient). */
-    const clc_idx m0 = (clc_idx)get_global_id(0) * ${WM};
-    if (m0 >= CLC_M) return;  /* the launch rounds M up to whole work-groups */
-    const clc_idx n0 = (clc_idx)get_global_id(1) * ${VN};
+<%def name="block_columns()">
 % if B_ROW and N >= VN:
     /* The last block, when N is not a multiple of VN, computes the VN columns that end at N
        instead: its first lanes repeat columns of the block before and are not stored, and the
@@ -133,33 +124,17 @@ void clc_gemm(__global const ${a_t}* restrict a_base, const long a_off,
 % else:
     const clc_idx nv = n0;
 % endif
-    const clc_idx g = get_group_id(2) % CLC_GEMMS;
-    const clc_idx split = get_group_id(2) / CLC_GEMMS;
-    const clc_idx k_begin = split * ${KSPLIT};
-    const clc_idx k_end = min(k_begin + ${KSPLIT}, CLC_K);
-
-% for i in range(WM):
-% if A_PACKED:
-## the packed copy already repeats row M-1 past M: no row indices
-% elif CHECK_M:
-    const clc_idx row${i} = min(m0 + ${i}, CLC_M - 1);  /* rows past M read row M-1, never stored */
-% else:
-    const clc_idx row${i} = m0 + ${i};
-% endif
-    ${vec} acc${i} = (${vec})0;
-% endfor
-% if A_PACKED:
-    __global const clc_real* restrict ap = a + (g * CLC_MB + m0 / ${WM}) * CLC_K * ${WM};  /* a = Ap */
-% endif
-
+</%def>
+## acc0.. += A(rows, k) x B(k, nv..nv+VN) for k in [k_from, k_to)
+<%def name="contract(k_from, k_to)">
 % if B_ROW:
     if (nv % ${RUN} + ${VN} <= ${RUN} && nv + ${VN} <= CLC_NN) {
-        __global const clc_b_t* bp = ${B_ROW[0].format(n="nv")};
+        __global const clc_b_t* bp = ${B_ROW[0].format(k=k_from, n="nv")};
 % if a_view == "a_grad_output_rows" and not CHECK_M and not A_PACKED:
         /* A = dy rows: contiguous within one image, so walk it with a pointer, image by image
            (decoding k = (b, po) per step would cost a division and WM address computations) */
-        for (clc_idx k = k_begin; k < k_end;) {
-            const clc_idx k_stop = min(k_end, (k / CLC_OP + 1) * CLC_OP);
+        for (clc_idx k = ${k_from}; k < ${k_to};) {
+            const clc_idx k_stop = min(${k_to}, (k / CLC_OP + 1) * CLC_OP);
             __global const clc_a_t* ap = a + ((chunk + k / CLC_OP) * CLC_COUT + g * CLC_CO + m0) * CLC_OP + k % CLC_OP;
             for (; k < k_stop; ++k, ++ap, bp += ${B_ROW[1]}) {
                 const ${vec} bv = ${b_load("bp")};
@@ -167,7 +142,7 @@ ${fmas(True)}
             }
         }
 % else:
-        ${packed_walk()}for (clc_idx k = k_begin; k < k_end; ++k, bp += ${B_ROW[1]}${packed_step()}) {
+        ${packed_walk(k_from)}for (clc_idx k = ${k_from}; k < ${k_to}; ++k, bp += ${B_ROW[1]}${packed_step()}) {
             const ${vec} bv = ${b_load("bp")};
 ${fmas()}
         }
@@ -179,9 +154,9 @@ ${fmas()}
            in the previous one. */
         const int split = ${RUN} - (int)(nv % ${RUN});
         const ${ivec} first = (${ivec})(${", ".join(str(v) for v in range(VN))}) < (${ivec})split;
-        __global const clc_b_t* bp = ${B_ROW[0].format(n="nv")};
-        __global const clc_b_t* bq = ${B_ROW[0].format(n="(nv + split)")} - split;
-        ${packed_walk()}for (clc_idx k = k_begin; k < k_end; ++k, bp += ${B_ROW[1]}, bq += ${B_ROW[1]}${packed_step()}) {
+        __global const clc_b_t* bp = ${B_ROW[0].format(k=k_from, n="nv")};
+        __global const clc_b_t* bq = ${B_ROW[0].format(k=k_from, n="(nv + split)")} - split;
+        ${packed_walk(k_from)}for (clc_idx k = ${k_from}; k < ${k_to}; ++k, bp += ${B_ROW[1]}, bq += ${B_ROW[1]}${packed_step()}) {
             const ${vec} bv = select(${b_load("bq")}, ${b_load("bp")}, first);
 ${fmas()}
         }
@@ -189,7 +164,7 @@ ${fmas()}
     } else
 % endif
     {
-        ${packed_walk()}for (clc_idx k = k_begin; k < k_end; ++k${packed_step()}) {
+        ${packed_walk(k_from)}for (clc_idx k = ${k_from}; k < ${k_to}; ++k${packed_step()}) {
             ${vec} bv;
 % for v in range(VN):
             bv.s${comps[v]} = nv + ${v} < CLC_NN ? clc_load_b(b, g, k, nv + ${v}, chunk) : (clc_real)0;
@@ -198,6 +173,9 @@ ${fmas()}
         }
     }
 
+</%def>
+## C(rows, n0..) = acc0.. (through the epilogue where C is the result)
+<%def name="store()">
 % for i in range(WM):
     {
         const clc_idx m = m0 + ${i};
@@ -234,5 +212,87 @@ ${fmas()}
         }
     }
 % endfor
+</%def>
+
+__kernel __attribute__((reqd_work_group_size(${LM}, 1, 1)))
+void clc_gemm(__global const ${a_t}* restrict a_base, const long a_off,
+              __global const clc_b_t* restrict b_base, const long b_off,
+              __global clc_c_t* restrict c_base, const long c_off,
+              __global const clc_data* restrict bias_base, const long bias_off,
+              __global const clc_data* restrict residual_base, const long residual_off,
+              const int chunk)
+{
+    __global const ${a_t}* restrict a = a_base + a_off;
+    __global const clc_b_t* restrict b = b_base + b_off;
+    __global clc_c_t* restrict c = c_base + c_off;
+    __global const clc_data* restrict bias = bias_base + bias_off;
+    __global const clc_data* restrict residual = residual_base + residual_off;
+
+    /* M varies fastest: the work-items of a work-group, and the work-groups that follow, share one
+       K x VN panel of B (kept in cache) and sweep the rows of A (small: weights or a gradient). */
+    const clc_idx m0 = (clc_idx)get_global_id(0) * ${WM};
+    if (m0 >= CLC_M) return;  /* the launch rounds M up to whole work-groups */
+    const clc_idx n_first = (clc_idx)get_global_id(1) * ${VN * NB};  /* this work-item's ${NB} block(s) of ${VN} columns */
+    const clc_idx g = get_group_id(2) % CLC_GEMMS;
+    const clc_idx split = get_group_id(2) / CLC_GEMMS;
+    const clc_idx k_begin = split * ${KSPLIT};
+    const clc_idx k_end = min(k_begin + ${KSPLIT}, CLC_K);
+
+% for i in range(WM):
+% if A_PACKED:
+## the packed copy already repeats row M-1 past M: no row indices
+% elif CHECK_M:
+    const clc_idx row${i} = min(m0 + ${i}, CLC_M - 1);  /* rows past M read row M-1, never stored */
+% else:
+    const clc_idx row${i} = m0 + ${i};
+% endif
+% endfor
+% if A_PACKED:
+    __global const clc_real* restrict ap = a + (g * CLC_MB + m0 / ${WM}) * CLC_K * ${WM};  /* a = Ap */
+% endif
+
+% if NB == 1:
+    const clc_idx n0 = n_first;
+${block_columns()}
+% for i in range(WM):
+    ${vec} acc${i} = (${vec})0;
+% endfor
+${contract("k_begin", "k_end")}
+${store()}
+% else:
+    /* ${NB} blocks of columns per work-item, the contraction cut into steps of ${KC}: each step's
+       ${WM} x ${KC} slice of A is read once from beyond the first-level cache and reused by every
+       block, so A is swept once per ${NB * VN} columns of C rather than per ${VN}.  A weight larger
+       than the core's cache would otherwise stream from the shared cache or memory per block of
+       columns (small images: a 7x7 layer's 98 columns are 7 such sweeps of a 2.4 MB weight).  The
+       blocks' sums wait in private memory (${NB * WM} vectors) between steps. */
+    ${vec} sums[${NB * WM}];
+    for (int s = 0; s < ${NB * WM}; ++s)
+        sums[s] = (${vec})0;
+    for (clc_idx kc = k_begin; kc < k_end; kc += ${KC}) {
+        const clc_idx kc_end = min(kc + ${KC}, k_end);
+        for (int nb = 0; nb < ${NB}; ++nb) {
+            const clc_idx n0 = n_first + nb * ${VN};
+            if (n0 >= CLC_NN) break;
+${block_columns()}
+% for i in range(WM):
+            ${vec} acc${i} = sums[nb * ${WM} + ${i}];
+% endfor
+${contract("kc", "kc_end")}
+% for i in range(WM):
+            sums[nb * ${WM} + ${i}] = acc${i};
+% endfor
+        }
+    }
+    for (int nb = 0; nb < ${NB}; ++nb) {
+        const clc_idx n0 = n_first + nb * ${VN};
+        if (n0 >= CLC_NN) break;
+${block_columns()}
+% for i in range(WM):
+        const ${vec} acc${i} = sums[nb * ${WM} + ${i}];
+% endfor
+${store()}
+    }
+% endif
 }
 </%def>\

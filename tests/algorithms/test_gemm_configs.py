@@ -107,7 +107,11 @@ def test_splitk_with_vector_tiles(queue, rng):
 
 # -- the CPU GEMM -------------------------------------------------------------------------------------
 
-CPU = {"wm4-vn8": cpu_config(4, 8, 4), "wm8-vn16": cpu_config(8, 16, 8), "wm3-vn4": cpu_config(3, 4, 2)}
+CPU = {"wm4-vn8": cpu_config(4, 8, 4), "wm8-vn16": cpu_config(8, 16, 8), "wm3-vn4": cpu_config(3, 4, 2),
+       # 4 blocks of columns per work-item, the contraction in steps of 5: steps and blocks with
+       # remainders (the last work-item of 81 columns has one block of its four)
+       "wm3-vn4-nb4": cpu_config(3, 4, 2, nb=4, kc=5)}
+COLUMN_BLOCKS = cpu_config(4, 8, 4, nb=3, kc=7)  # M = 8 divides WM: the weight gradient walks dy rows
 
 
 @pytest.mark.parametrize("config", list(CPU))
@@ -140,6 +144,19 @@ def test_cpu_gemm_weight_gradient_walks_dy_rows(queue, rng, monkeypatch, config,
 
 def test_cpu_gemm_splitk(queue, rng):
     _run(queue, rng, LONG_CONTRACTION, "backward_weight", "splitk", {**CPU["wm4-vn8"], "splits": 4})
+
+
+@pytest.mark.parametrize("case", [
+    ("n3g1c5o8i9x9k3x3s1x1p1x1d1x1", "backward_weight", "im2col"),  # dy rows walked image by image
+    (ODD_1X1, "forward", "gemm1x1"),        # B rows of 25-pixel images: runs cross images
+    (ODD_1X1, "backward_data", "gemm1x1"),
+    (STRIDED_1X1, "forward", "gemm1x1"),    # no row form: lane by lane
+    (LONG_CONTRACTION, "backward_weight", "splitk"),  # steps within each split piece
+], ids=["dy-rows", "1x1-forward", "1x1-data", "1x1-strided", "splitk"])
+def test_cpu_gemm_column_blocks(queue, rng, case):
+    tag, pass_, algorithm = case
+    config = {**COLUMN_BLOCKS, "splits": 4} if algorithm == "splitk" else COLUMN_BLOCKS
+    _run(queue, rng, tag, pass_, algorithm, config, bias=pass_ != "backward_weight")
 
 
 def test_cpu_gemm_bias_and_batch_chunks(queue, rng, monkeypatch):

@@ -7,9 +7,11 @@ from __future__ import annotations
 from dataclasses import replace
 
 from clconv.algorithms import REGISTRY
+from clconv import limits
 from clconv.limits import Limits
 from clconv.algorithms.gemm import (
-    CPU_TILES, CPU_VECTOR_TILES, GPU_TILES, _b_row, cpu_config, gemm_tiles, is_cpu_config, tile_config, vector_first,
+    CPU_TILES, CPU_VECTOR_TILES, GPU_TILES, MAX_COLUMN_BLOCKS, _b_row, column_blocks, cpu_config, gemm_tiles,
+    is_cpu_config, tile_config, vector_first,
 )
 from clconv.passes import PASSES
 from clconv.plan import Problem
@@ -61,6 +63,51 @@ def test_cpu_devices_are_offered_the_vector_gemm_first():
     assert not any(is_cpu_config(c) for c in gemm_tiles(64, 1568, _fake_gpu(), 4))
     for wm, vn, lx in CPU_VECTOR_TILES:
         assert vn in (4, 8, 16) and wm >= 1 and lx >= 1
+
+
+def _fake_cpu(units=2, cache=2 << 20):
+    return Limits(work_group=4096, work_item_sizes=(4096, 4096, 4096), local_mem=4 << 20, compute_units=units,
+                  gpu=False, float_lanes=16, double_lanes=8, core_cache=cache)
+
+
+def test_column_blocks_where_a_weight_outgrows_the_core_cache():
+    tile = (16, 16, 8)
+    # 3x3 7x7x256 at batch 2: a 2.4 MB weight (over half of 2 MiB), 98 columns: all 7 blocks in one work-item
+    assert column_blocks(256, 98, 2304, tile, _fake_cpu(), 4, 1) == 7
+    # a weight within half the cache is swept from it anyway: one block
+    assert column_blocks(64, 3136, 576, tile, _fake_cpu(), 4, 1) == 1
+    # nothing known about the caches (or no contraction given): one block
+    assert column_blocks(256, 98, 2304, tile, _fake_cpu(cache=0), 4, 1) == 1
+    assert column_blocks(256, 98, 0, tile, _fake_cpu(), 4, 1) == 1
+    # all of N or nothing: 196 columns are 13 blocks, over MAX_COLUMN_BLOCKS
+    assert -(-196 // 16) > MAX_COLUMN_BLOCKS and column_blocks(256, 196, 2304, tile, _fake_cpu(), 4, 1) == 1
+    # the work-item's share of B (K x N) must fit the other half of the cache: 8192 x 112 floats do not
+    assert column_blocks(256, 98, 8192, tile, _fake_cpu(), 4, 1) == 1
+    # every core keeps a work-group: 2 along M serve 2 cores, not 8
+    assert column_blocks(256, 98, 2304, tile, _fake_cpu(units=8), 4, 1) == 1
+    assert column_blocks(256, 98, 2304, tile, _fake_cpu(units=8), 4, 4) == 7  # 4 groups: 8 work-groups
+
+
+def test_cpu_tiles_with_column_blocks_keep_the_plain_tile_as_a_candidate():
+    configs = gemm_tiles(256, 98, _fake_cpu(), 4, k=2304)
+    assert configs[0] == cpu_config(*CPU_VECTOR_TILES[0], nb=7) and configs[1] == cpu_config(*CPU_VECTOR_TILES[0])
+    assert "NB" not in cpu_config(*CPU_VECTOR_TILES[0])  # single-block configs keep their stored form
+    assert tile_config(cpu_config(16, 16, 8))["NB"] == 1
+
+
+def test_core_cache_is_the_largest_cache_private_to_a_core(tmp_path):
+    cpu = tmp_path / "cpu0"
+    (cpu / "topology").mkdir(parents=True)
+    (cpu / "topology" / "thread_siblings_list").write_text("0,16\n")  # a hyperthread sibling
+    for index, (level_type, size, shared) in enumerate([("Data", "48K", "0,16"), ("Instruction", "32K", "0,16"),
+                                                        ("Unified", "2048K", "0,16"), ("Unified", "300M", "0-31")]):
+        entry = cpu / "cache" / f"index{index}"
+        entry.mkdir(parents=True)
+        (entry / "type").write_text(level_type + "\n")
+        (entry / "size").write_text(size + "\n")
+        (entry / "shared_cpu_list").write_text(shared + "\n")
+    assert limits.core_cache(cpu) == 2 << 20  # the L2, not the shared L3 nor the instruction cache
+    assert limits.core_cache(tmp_path / "cpu9") == 0  # nothing readable: unknown
 
 
 def test_row_form_only_where_b_is_contiguous():

@@ -235,7 +235,7 @@ MIN_SWEEPS_TO_PACK = {"a_weight": 16, "a_grad_output_rows": 4}
 
 
 def _packs_a(shape: GemmShape, tile: dict, launches: int) -> bool:
-    if shape.a_view not in PACKED_A_VIEWS or shape.ksplit:
+    if shape.a_view not in PACKED_A_VIEWS or (shape.ksplit and shape.a_view not in PER_CHUNK_VIEWS):
         return False
     if shape.a_view in PER_CHUNK_VIEWS:
         launches = 1  # packed again for each chunk: nothing to share between launches

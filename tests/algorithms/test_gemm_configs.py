@@ -159,6 +159,25 @@ def test_cpu_gemm_column_blocks(queue, rng, case):
     _run(queue, rng, tag, pass_, algorithm, config, bias=pass_ != "backward_weight")
 
 
+FEW_CHANNELS = "n2g1c3o4i32x32k3x3s1x1p1x1d1x1"  # 4 x 27 weight gradient, 1024 pixels per image
+
+
+@pytest.mark.parametrize("chunked", [False, True], ids=["whole-batch", "per-image"])
+def test_cpu_weight_gradient_in_pieces(queue, rng, monkeypatch, chunked):
+    # one work-group of rows x 4 of columns: fewer than the cores share out, so each chunk's
+    # contraction is cut into pieces, summed at the end (per image: onto the earlier chunks' sums too)
+    problem = Problem(geometry(FEW_CHANNELS), "backward_weight", "float32")
+    if chunked:
+        monkeypatch.setenv("CLCONV_WORKSPACE_LIMIT", str(27 * 1024 * 4))
+    monkeypatch.setattr(REGISTRY["im2col"], "CPU_FILL", 8 * 64)  # as many pieces as 256-long cuts allow
+    plan = REGISTRY["im2col"].plan(problem, CPU["wm4-vn8"], queue.device)
+    entries = [c.entry for c in plan.calls]
+    pieces = (1 if chunked else 2) * 1024 // 256  # the chunk's pixels in pieces of SplitK.MIN_PIECE
+    assert entries[-1] == "clc_splitk_sum" and plan.workspaces["partial"] == pieces * problem.geometry.weight_elements * 4
+    assert entries.count("clc_gemm") == (2 if chunked else 1)
+    run_prepared(queue, rng, problem, REGISTRY["im2col"], CPU["wm4-vn8"])
+
+
 def test_cpu_gemm_bias_and_batch_chunks(queue, rng, monkeypatch):
     # a workspace for one image's columns: im2col runs the GEMM once per image (chunk > 0)
     monkeypatch.setenv("CLCONV_WORKSPACE_LIMIT", str(5 * 9 * 81 * 4))

@@ -10,8 +10,9 @@ channel (weight gradient), in vectors of ``vn`` consecutive columns.  Which colu
 render time, from the baked-in geometry: the kernel runs the interior as whole vectors plus, where
 the interior is not a multiple of ``vn``, one overlapping last vector, and only the few padded edge
 columns as scalar code with checks.  The data gradient's vectors need a unit stride along the width
-(a stride-s gather would read a different tap set per lane); with a larger stride its columns all
-take the scalar path, still a row per work-item.
+(a stride-s gather would read a different tap set per lane); with a larger stride the columns of
+each residue modulo the stride are taken by themselves (``Phase``): along them the reads are
+consecutive again, and only the stores are a stride apart.
 
 Channels-last activations are read in place: a row's columns are then a pixel step (the channel
 count) apart, so the same column plan runs with every vector gathered lane by lane and its results
@@ -67,6 +68,39 @@ def column_plan(width: int, source_width: int, taps: int, stride: int, pad: int,
     lo = max(0, -(-pad // stride))
     last = source_width - 1 + pad - (taps - 1) * dilation
     hi = last // stride + 1 if last >= 0 else 0
+    return _vectors(width, lo, hi, vn)
+
+
+@dataclass(frozen=True)
+class Phase:
+    """A strided data gradient's input-gradient columns ``i = stride * j + residue``: each reads
+    ``dy`` column ``j + offset`` through tap ``kw`` for every ``(kw, offset)`` of ``taps`` (the taps
+    whose output column divides out exactly), so along ``j`` its reads are consecutive and run as
+    vectors like a unit-stride row; ``columns`` plans ``j`` (its interior: every read in the row)."""
+
+    residue: int
+    taps: tuple[tuple[int, int], ...]
+    columns: ColumnPlan
+
+
+def phases(width: int, source_width: int, taps: int, stride: int, pad: int, dilation: int, vn: int) -> tuple[Phase, ...]:
+    """The data gradient's columns by residue modulo ``stride`` along the width: ``dx`` column ``i``
+    gathers ``dy`` column ``(i + pad - k * dilation) / stride`` for the taps ``k`` that divide
+    exactly (``pad``: the forward's)."""
+    out = []
+    for residue in range(min(stride, width)):
+        reads = tuple((k, (residue + pad - k * dilation) // stride) for k in range(taps)
+                      if (residue + pad - k * dilation) % stride == 0)
+        count = -(-(width - residue) // stride)  # columns of this residue
+        lo = max([0] + [-offset for _, offset in reads])
+        hi = min([count] + [source_width - offset for _, offset in reads])
+        out.append(Phase(residue, reads, _vectors(count, lo, hi, vn)))
+    return tuple(out)
+
+
+def _vectors(width: int, lo: int, hi: int, vn: int) -> ColumnPlan:
+    """Columns ``[lo, hi)`` of ``[0, width)`` as vectors of ``vn`` (fewer lanes, down to 4, where
+    the interior is narrower), the rest edge columns."""
     lo = min(lo, width)
     hi = max(lo, min(hi, width))
     interior = hi - lo
@@ -124,11 +158,13 @@ class DepthwiseRows(Algorithm):
         g = problem.geometry
         vn, lx = config["vn"], config["lx"]
         kw, sw, pw, dw = g.kernel[2], g.stride[2], g.pad_begin[2], g.dilation[2]
+        strided = ()
         if problem.pass_ == "backward_data":
             if sw == 1:  # dx column i reads dy column i - ((kw-1)*dw - pw) + k'*dw, k' the flipped tap
                 columns = column_plan(g.in_size[2], g.out_size[2], kw, 1, (kw - 1) * dw - pw, dw, vn)
-            else:
+            else:  # each residue of the stride by itself (Phase)
                 columns = ColumnPlan(g.in_size[2], 0, 0, 0, 0, -1)
+                strided = phases(g.in_size[2], g.out_size[2], kw, sw, pw, dw, vn)
             rows = g.batch * g.in_channels * g.in_size[0] * g.in_size[1]
         else:
             columns = column_plan(g.out_size[2], g.in_size[2], kw, sw, pw, dw, vn)
@@ -138,7 +174,7 @@ class DepthwiseRows(Algorithm):
         index = problem.index_type(partial_elements)
         # the weight gradient writes no result: its source is shared by every epilogue of the geometry
         src = source("depthwise_rows.mako", problem, index, writes_result=problem.pass_ != "backward_weight",
-                     columns=columns, slices=slices)
+                     columns=columns, phases=strided, slices=slices)
         entry = f"clc_dw_rows_{problem.pass_}"
         if problem.pass_ != "backward_weight":  # a work-item per row of the result
             return Plan(problem, self.name, config,

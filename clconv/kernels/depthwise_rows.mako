@@ -152,7 +152,7 @@ ${vector_columns(forward_vector)}
 ##
 <%def name="clc_dw_rows_backward_data()">
 <%
-    KW, DW = geom.kernel[2], geom.dilation[2]
+    KW, SW, DW = geom.kernel[2], geom.stride[2], geom.dilation[2]
     VN = columns.vn
     krows = prelude.attr.kernel_rows(geom)
     XS, YS = pixel_steps(geom, layout)
@@ -201,9 +201,70 @@ __kernel void clc_dw_rows_backward_data(__global const clc_data* restrict dy_bas
         }
         ${store_columns("dxr", o, "acc", "c", "resr", "X", columns.tail_overlap if is_tail else 0)}
 </%def>
+<%def name="phase_vector(phase, q, skip)">
+<% pv = phase.columns.vn; pvec = f"{real}{pv}" %>\
+        /* columns (${q} + lane) * ${SW} + ${phase.residue}: dy columns ${q} + lane + offset, consecutive */
+        ${pvec} acc = (${pvec})(0);
+        for (int jc = 0; jc < CLC_CO; ++jc) {
+            __global const clc_data* restrict dyj = dyg + (clc_idx)jc * CLC_YC;
+            __global const clc_data* restrict wj = wg + jc * CLC_KV;
+% for r, kd, kh in krows:
+            if (ok${r}) {
+                __global const clc_data* p = dyj + dyo${r} + ${along(layout, q, "CLC_YP")};
+% for kw, offset in phase.taps:
+<% at = f"p + {offset * YS}" if offset else "p" %>\
+% if YS == 1:
+                acc = fma(${prelude.vload(pv, at)}, (${pvec})(clc_ld(wj, ${r * KW + kw})), acc);
+% else:
+                acc = fma((${pvec})(${", ".join(f"clc_ld({at}, {lane * YS})" for lane in range(pv))}), (${pvec})(clc_ld(wj, ${r * KW + kw})), acc);
+% endif
+% endfor
+            }
+% endfor
+        }
+% for lane in range(skip, pv):
+        clc_store_result(dxr, ${along(layout, f"({q} + {lane}) * {SW} + {phase.residue}", "CLC_XP")}, acc.s${"0123456789abcdef"[lane]}, bias, c, resr);
+% endfor
+</%def>
+% if phases:
+## a strided data gradient, residue by residue of the stride (depthwise_rows.Phase)
+% for phase in phases:
+<% pc = phase.columns %>\
+% if pc.vn > 0 and pc.full > 0:
+    for (int q = ${pc.lo}; q < ${pc.lo + pc.full * pc.vn}; q += ${pc.vn}) {
+${phase_vector(phase, "q", 0)}
+    }
+% endif
+% if pc.vn > 0 and pc.tail_overlap >= 0:
+    {   /* the interior's last ${pc.vn} columns of this residue; its first ${pc.tail_overlap} lanes were done above */
+        const int q = ${pc.tail_start};
+${phase_vector(phase, "q", pc.tail_overlap)}
+    }
+% endif
+% for a, e in pc.edge_ranges:
+    for (int q = ${a}; q < ${e}; ++q) {
+        const int i = q * ${SW} + ${phase.residue};
+${scalar_column()}
+    }
+% endfor
+% endfor
+% else:
 ${vector_columns(data_vector)}
 % for a, e in columns.edge_ranges:
     for (int i = ${a}; i < ${e}; ++i) {
+${scalar_column()}
+    }
+% endfor
+% endif
+}
+</%def>\
+##
+## one column i of dx with bounds checks (the padded edges, and columns no vector covers)
+<%def name="scalar_column()">
+<%
+    KW = geom.kernel[2]
+    krows = prelude.attr.kernel_rows(geom)
+%>\
         clc_real acc = (clc_real)0;
         for (int j = 0; j < CLC_CO; ++j) {
             __global const clc_data* restrict dyj = dyg + (clc_idx)j * CLC_YC;
@@ -218,9 +279,6 @@ ${vector_columns(data_vector)}
 % endfor
         }
         clc_store_result(dxr, ${along(layout, "i", "CLC_XP")}, acc, bias, c, resr);
-    }
-% endfor
-}
 </%def>\
 ##
 <%def name="clc_dw_rows_backward_weight()">

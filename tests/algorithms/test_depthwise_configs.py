@@ -2,7 +2,7 @@
 
 * depthwise_rows, all three passes, on geometries that reach every branch of its column plan
   (tests/unit/test_column_plan.py): full vectors, the overlapping tail vector, edge columns on both
-  sides, rows too narrow for any vector, strides (the data gradient's scalar path), dilation,
+  sides, rows too narrow for any vector, strides (the data gradient residue by residue of the stride), dilation,
   asymmetric and over-wide padding, 1D/2D/3D, two output channels per group, bias, float64, and
   the weight gradient's slices;
 * depthwise (the weight gradient): work-group sizes and slices, channel multipliers, 1D, float64.
@@ -34,6 +34,11 @@ ROW_CASES = {
     "2d-narrow": Case(2, 2, 3, 3, (4, 3), (3, 3), 1, 1, 1, 3),
     # padding wider than the kernel: the data gradient's flipped padding is negative
     "2d-widepad": Case(2, 1, 2, 2, (6, 20), (3, 3), 1, 3, 1, 2),
+    # stride 3 along a row of 100: the data gradient's three residues each get full vectors, a tail
+    # vector and edge columns; one residue reads through two taps, the others through one
+    "1d-s3-w100": Case(1, 2, 3, 3, (100,), (5,), 3, 2, 1, 3),
+    # MobileNet's downsampling layer on an odd width: residues of 29 and 28 columns
+    "2d-s2-w57": Case(2, 1, 4, 4, (3, 57), (3, 3), 2, 1, 1, 4),
 }
 
 
@@ -53,6 +58,14 @@ def test_depthwise_rows_every_pass(queue, rng, name, pass_):
 def test_depthwise_rows_narrower_vectors(queue, rng, pass_):
     config = {"vn": 8, "lx": 4, **({"slices": 1} if pass_ == "backward_weight" else {})}
     run_prepared(queue, rng, _problem("2d-mult2-w21", pass_), ROWS, config)
+
+
+@pytest.mark.parametrize("name", ["1d-s3-w100", "2d-s2-w57", "2d-s2-d2-asym"])
+def test_depthwise_rows_strided_data_gradient_channels_last(queue, rng, name):
+    # the residues' vectors gathered and stored a pixel step apart, with a bias (the transposed
+    # convolution's, whose output this is)
+    problem = Problem(ROW_CASES[name].geometry, "backward_data", "float32", bias=True, layout="channels_last")
+    run_prepared(queue, rng, problem, ROWS, ROWS.configs(problem, queue.device)[0])
 
 
 def test_depthwise_rows_weight_gradient_in_slices_summed_by_a_second_kernel(queue, rng):

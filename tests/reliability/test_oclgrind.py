@@ -51,6 +51,8 @@ def oclgrind_cases(which: str):
              algorithms=("direct", "im2col", "depthwise", "depthwise_rows")),
         # 2D depthwise, 2 outputs per channel: depthwise_rows' vectors, overlapping tail and edges
         Case(2, 1, 2, 4, (3, 19), (3, 3), 1, 1, 1, 2, bias=True, algorithms=("depthwise_rows",)),
+        # a strided depthwise data gradient residue by residue: each residue's vectors, tails and edges
+        Case(1, 1, 2, 2, (40,), (3,), 2, 1, 1, 2, passes=("backward_data",), algorithms=("depthwise_rows",)),
         # 1x1 strided: the pointwise GEMM views
         Case(2, 1, 3, 2, (3, 3), (1, 1), 2, 0, bias=True, algorithms=("gemm1x1",)),
         # split-K's partials and its reduction kernel (the child lowers SplitK.MIN_PIECE so that a

@@ -1,0 +1,83 @@
+"""This session's CPU kernel changes, each as an A/B in one process: the heuristic's runner against
+the same runner built without the change, 8 interleaved rounds, the minimum of each (a shared
+machine's drift hits both alike).  Passes where the two run the same kernels are left out.
+
+    POCL_MAX_PTHREAD_COUNT=2 python docs/perf/cpu_ab.py CHANGE DESCRIPTOR:PASSES ...
+
+CHANGE is one of
+    gemm       the CPU GEMM's column blocks (NB) and the weight gradient's dy packed per chunk
+    pieces     the im2col weight gradient's contraction in pieces (Im2col._cpu_pieces)
+    residues   the strided depthwise data gradient by residue (depthwise_rows.Phase)
+e.g. ``python docs/perf/cpu_ab.py residues mb1g128ic128ih56oc128oh28kh3sh2ph1:backward_data``.
+"""
+import collections
+import contextlib
+import math
+import sys
+
+import clconv
+from clconv import planner, runtime
+from clconv.algorithms import REGISTRY, depthwise_rows, gemm
+from clconv.plan import Problem
+from clconv.tools.shapes import parse_descriptor
+
+
+@contextlib.contextmanager
+def _set(owner, name, value):
+    saved = getattr(owner, name)
+    setattr(owner, name, value)
+    try:
+        yield
+    finally:
+        setattr(owner, name, saved)
+
+
+def _without_gemm_changes(problem, algorithm, config, device):
+    one_block = {k: v for k, v in config.items() if k not in ("NB", "KC")}
+    with _set(gemm, "MIN_SWEEPS_TO_PACK", {**gemm.MIN_SWEEPS_TO_PACK, "a_grad_output_rows": 10**9}):
+        return algorithm.plan(problem, one_block, device)
+
+
+def _without_pieces(problem, algorithm, config, device):
+    with _set(REGISTRY["im2col"], "CPU_FILL", 0):
+        return algorithm.plan(problem, config, device)
+
+
+def _without_residues(problem, algorithm, config, device):
+    with _set(depthwise_rows, "phases", lambda *args: ()):
+        return algorithm.plan(problem, config, device)
+
+
+BEFORE = {"gemm": _without_gemm_changes, "pieces": _without_pieces, "residues": _without_residues}
+
+
+def main(change, args):
+    queue = runtime.profiling_queue(clconv.default_queue())
+    cases = []
+    for arg in args:
+        descriptor, passes = arg.split(":")
+        for pass_ in passes.split(","):
+            problem = Problem(parse_descriptor(descriptor).geometry, pass_, "float32")
+            algorithm, config = planner._first_candidate(problem, queue.device)
+            after_plan = algorithm.plan(problem, config, queue.device)
+            before_plan = BEFORE[change](problem, algorithm, config, queue.device)
+            if before_plan.calls == after_plan.calls:
+                continue
+            before, after = planner.build(before_plan, queue), planner.build(after_plan, queue)
+            cases.append((f"{descriptor} {pass_}", runtime.random_operands(problem, queue), before, after))
+    best = collections.defaultdict(lambda: math.inf)
+    for round_ in range(8):
+        for name, operands, before, after in cases:
+            for label, runner in (("before", before), ("after", after))[:: 1 if round_ % 2 else -1]:
+                best[name, label] = min(best[name, label], runtime.time_runner(runner, queue, operands, 3, min))
+    ratios = []
+    for name, *_ in cases:
+        a, b = best[name, "before"], best[name, "after"]
+        ratios.append(b / a)
+        print(f"{name:52s} {1e3 * a:8.3f} -> {1e3 * b:8.3f} ms ({b / a:.2f})")
+    if ratios:
+        print(f"geometric mean after/before over {len(ratios)}: {math.exp(sum(map(math.log, ratios)) / len(ratios)):.3f}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2:])

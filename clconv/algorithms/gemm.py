@@ -102,8 +102,9 @@ def _smallest_tiles(fit: limits.Limits) -> list[tuple]:
 
 def weight_contraction(shape: "GemmShape") -> int:
     """K of a GEMM whose A is a weight (reused by every block of columns, which is what
-    :func:`column_blocks` is for), else 0: a weight gradient's A, dy, streams through once anyway
-    (measured on PoCL: column blocks made the stem's and a transposed layer's weight gradients
+    :func:`column_blocks` is for), else 0: a weight gradient's A, dy, is as long as the batch's
+    pixels and packed per chunk instead (measured on PoCL with an earlier rule that gave part of N
+    to a work-item: column blocks made the stem's and a transposed layer's weight gradients
     1.1-1.3x slower)."""
     return shape.K if shape.a_view in PACKED_A_VIEWS else 0
 
@@ -168,11 +169,10 @@ def gemm_tiles(m: int, n: int, fit: limits.Limits, itemsize: int, limit: int = 4
         # no local memory, no barriers: what PoCL runs fastest (docs/performance.md); the
         # local-memory tiles stay as candidates for tuning.  Written in explicit vectors, so only
         # where the device has vector lanes (llvmpipe has none: it took minutes to build there)
-        # (each tile with column blocks where they pay, then without: a candidate for tuning, and
-        # what tuning databases written before column blocks existed hold)
-        # (the tiles that waste the fewest rows of M first: a grouped layer's 8 rows per group fill
-        # half a 16-row block; measured on PoCL, ResNeXt's 32-group 3x3 forward ran 0.87x the time
-        # with 8-row blocks)
+        # The tiles that waste the fewest rows of M come first (a grouped layer's 8 rows per group
+        # fill half a 16-row block; measured on PoCL, ResNeXt's 32-group 3x3 forward ran 0.87x the
+        # time with 8-row blocks), each with column blocks where they pay, then without (a
+        # candidate for tuning, and what tuning databases written before column blocks hold).
         rows_first = sorted((t for t in CPU_VECTOR_TILES if fit.fits((t[2],))), key=lambda t: rounded(m, t[0]) / m)
         vector = ([cpu_config(*t, nb=nb) for t in rows_first
                    for nb in dict.fromkeys((column_blocks(m, n, k, t, fit, itemsize, groups), 1))]

@@ -37,8 +37,8 @@
 ## Read in place, a k step touches WM rows of A (a weight's rows are CI*KV apart, the transposed
 ## views' k steps CO or CI*KV apart: often a new 4 KiB page per step, or a power-of-two stride
 ## that maps every row to one cache set; dy's rows are a channel's pixels apart); packed, the
-## transposed convolution's GEMM ran 2.3x faster on PoCL and 3x3 weight gradients 1.45x
-## (docs/performance.md).
+## transposed convolution's GEMM ran 2.3x faster on PoCL, and weight gradients in 0.83-0.95 of
+## the time (docs/performance.md).
 <%namespace name="prelude" file="prelude.mako"/>
 <%namespace name="views" file="operands.mako"/>
 ${prelude.header(geom, real, index, data, epilogue, bias)}

@@ -158,13 +158,10 @@ class DepthwiseRows(Algorithm):
         g = problem.geometry
         vn, lx = config["vn"], config["lx"]
         kw, sw, pw, dw = g.kernel[2], g.stride[2], g.pad_begin[2], g.dilation[2]
-        strided = ()
-        if problem.pass_ == "backward_data":
-            if sw == 1:  # dx column i reads dy column i - ((kw-1)*dw - pw) + k'*dw, k' the flipped tap
-                columns = column_plan(g.in_size[2], g.out_size[2], kw, 1, (kw - 1) * dw - pw, dw, vn)
-            else:  # each residue of the stride by itself (Phase)
-                columns = ColumnPlan(g.in_size[2], 0, 0, 0, 0, -1)
-                strided = phases(g.in_size[2], g.out_size[2], kw, sw, pw, dw, vn)
+        residues: tuple[Phase, ...] = ()
+        if problem.pass_ == "backward_data":  # the row residue by residue of the stride (one at stride 1)
+            columns = None
+            residues = phases(g.in_size[2], g.out_size[2], kw, sw, pw, dw, vn)
             rows = g.batch * g.in_channels * g.in_size[0] * g.in_size[1]
         else:
             columns = column_plan(g.out_size[2], g.in_size[2], kw, sw, pw, dw, vn)
@@ -174,7 +171,7 @@ class DepthwiseRows(Algorithm):
         index = problem.index_type(partial_elements)
         # the weight gradient writes no result: its source is shared by every epilogue of the geometry
         src = source("depthwise_rows.mako", problem, index, writes_result=problem.pass_ != "backward_weight",
-                     columns=columns, phases=strided, slices=slices)
+                     columns=columns, phases=residues, slices=slices)
         entry = f"clc_dw_rows_{problem.pass_}"
         if problem.pass_ != "backward_weight":  # a work-item per row of the result
             return Plan(problem, self.name, config,

@@ -40,16 +40,17 @@
 ${prelude.header(geom, real, index, data, epilogue, bias)}
 ${prelude.entry_points(self, entries)}\
 ##
-## the vector type: columns.vn lanes of clc_real
-<%def name="vec()">${real}${columns.vn}</%def>\
+## the vector type: vn lanes of clc_real (vn: that of `plan`, the entry's column plan by default)
+<%def name="vec(plan=None)">${real}${(plan or columns).vn}</%def>\
 ##
-## columns.vn tensor values at ptr, ptr + stride, ... as a clc_real vector: one vload when they
+## plan.vn tensor values at ptr, ptr + stride, ... as a clc_real vector: one vload when they
 ## are consecutive, else a lane-by-lane gather
-<%def name="load(ptr, stride)">\
+<%def name="load(ptr, stride, plan=None)">\
+<% vn = (plan or columns).vn %>\
 % if stride == 1:
-${prelude.vload(columns.vn, ptr)}\
+${prelude.vload(vn, ptr)}\
 % else:
-(${vec()})(${", ".join(f"clc_ld({ptr}, {i * stride})" for i in range(columns.vn))})\
+(${vec(plan)})(${", ".join(f"clc_ld({ptr}, {i * stride})" for i in range(vn))})\
 % endif
 </%def>\
 ##
@@ -57,30 +58,32 @@ ${prelude.vload(columns.vn, ptr)}\
 ## the residual's row at `residual`), `which` ("X" or "Y") naming the tensor's shape: one vector
 ## store when those columns are consecutive, else clc_store_result lane by lane, a pixel step apart.
 ## Lane by lane, the tail vector's first `skip` lanes (columns the vectors before it stored) are left out.
-<%def name="store_columns(out, o, value, channel, residual, which, skip)">\
-<% step = pixel_steps(geom, layout)[which == "Y"] %>\
+<%def name="store_columns(out, o, value, channel, residual, which, skip, plan=None)">\
+<% step = pixel_steps(geom, layout)[which == "Y"]; vn = (plan or columns).vn %>\
 % if step == 1:
-${prelude.store_result_vec(columns.vn, f"{out} + {o}", value, "bias", channel, f"{residual} + {o}")}\
+${prelude.store_result_vec(vn, f"{out} + {o}", value, "bias", channel, f"{residual} + {o}")}\
 % else:
-{   const ${vec()} clc_v = ${value};
-% for i in range(skip, columns.vn):
+{   const ${vec(plan)} clc_v = ${value};
+% for i in range(skip, vn):
             clc_store_result(${out}, ${along(layout, f"{o} + {i}" if i else o, f"CLC_{which}P")}, clc_v.s${"0123456789abcdef"[i]}, bias, ${channel}, ${residual});
 % endfor
         }\
 % endif
 </%def>\
 ##
-<%def name="vector_columns(body)">
-<% VN = columns.vn %>\
-% if has_blocks(columns):
-    for (int o = ${columns.lo}; o < ${columns.lo + columns.full * VN}; o += ${VN}) {
-${body("o", False)}
+## `body(o, skip)` for each vector of `plan` (the entry's by default): o its first column, skip its
+## lanes that repeat columns done before (the overlapping tail vector's)
+<%def name="vector_columns(body, plan=None)">
+<% plan = plan or columns; VN = plan.vn %>\
+% if has_blocks(plan):
+    for (int o = ${plan.lo}; o < ${plan.lo + plan.full * VN}; o += ${VN}) {
+${body("o", 0)}
     }
 % endif
-% if has_tail(columns):
-    {   /* the interior's last ${VN} columns; its first ${columns.tail_overlap} lanes were done above */
-        const int o = ${columns.tail_start};
-${body("o", True)}
+% if has_tail(plan):
+    {   /* the interior's last ${VN} columns; its first ${plan.tail_overlap} lanes were done above */
+        const int o = ${plan.tail_start};
+${body("o", plan.tail_overlap)}
     }
 % endif
 </%def>\
@@ -120,7 +123,7 @@ __kernel void clc_dw_rows_forward(__global const clc_data* restrict x_base, cons
     const clc_real w${r}_${kw} = clc_ld(wc, ${r * KW + kw});
 % endfor
 % endfor
-<%def name="forward_vector(o, is_tail)">
+<%def name="forward_vector(o, skip)">
         ${vec()} acc = (${vec()})(0);
 % for r, kd, kh in krows:
         if (ok${r}) {
@@ -130,7 +133,7 @@ __kernel void clc_dw_rows_forward(__global const clc_data* restrict x_base, cons
 % endfor
         }
 % endfor
-        ${store_columns("yr", o, "acc", "co", "resr", "Y", columns.tail_overlap if is_tail else 0)}
+        ${store_columns("yr", o, "acc", "co", "resr", "Y", skip)}
 </%def>
 ${vector_columns(forward_vector)}
 % for a, e in columns.edge_ranges:
@@ -153,7 +156,6 @@ ${vector_columns(forward_vector)}
 <%def name="clc_dw_rows_backward_data()">
 <%
     KW, SW, DW = geom.kernel[2], geom.stride[2], geom.dilation[2]
-    VN = columns.vn
     krows = prelude.attr.kernel_rows(geom)
     XS, YS = pixel_steps(geom, layout)
 %>
@@ -185,77 +187,41 @@ __kernel void clc_dw_rows_backward_data(__global const clc_data* restrict dy_bas
     const bool ok${r} = od${r} >= 0 && oh${r} >= 0;
     const clc_idx dyo${r} = ok${r} ? ${along(layout, f"CLC_OUT_OFFSET(od{r}, oh{r}, 0)", "CLC_YP")} : 0;
 % endfor
-<%def name="data_vector(o, is_tail)">
-        ${vec()} acc = (${vec()})(0);
+<%def name="data_vector(phase, o, skip)">
+<% plan = phase.columns %>\
+        /* dx columns (${o} + lane) * ${SW} + ${phase.residue}: dy columns ${o} + lane + offset, consecutive */
+        ${vec(plan)} acc = (${vec(plan)})(0);
         for (int j = 0; j < CLC_CO; ++j) {
             __global const clc_data* restrict dyj = dyg + (clc_idx)j * CLC_YC;
             __global const clc_data* restrict wj = wg + j * CLC_KV;
 % for r, kd, kh in krows:
             if (ok${r}) {
-                __global const clc_data* p = dyj + dyo${r} + ${along(layout, f"{o} + CLC_PW", "CLC_YP")};
-% for kw in range(KW):
-                acc = fma(${load(f"p - {kw * DW * YS}", YS)}, (${vec()})(clc_ld(wj, ${r * KW + kw})), acc);
-% endfor
-            }
-% endfor
-        }
-        ${store_columns("dxr", o, "acc", "c", "resr", "X", columns.tail_overlap if is_tail else 0)}
-</%def>
-<%def name="phase_vector(phase, q, skip)">
-<% pv = phase.columns.vn; pvec = f"{real}{pv}" %>\
-        /* columns (${q} + lane) * ${SW} + ${phase.residue}: dy columns ${q} + lane + offset, consecutive */
-        ${pvec} acc = (${pvec})(0);
-        for (int jc = 0; jc < CLC_CO; ++jc) {
-            __global const clc_data* restrict dyj = dyg + (clc_idx)jc * CLC_YC;
-            __global const clc_data* restrict wj = wg + jc * CLC_KV;
-% for r, kd, kh in krows:
-            if (ok${r}) {
-                __global const clc_data* p = dyj + dyo${r} + ${along(layout, q, "CLC_YP")};
+                __global const clc_data* p = dyj + dyo${r} + ${along(layout, o, "CLC_YP")};
 % for kw, offset in phase.taps:
-<% at = f"p + {offset * YS}" if offset else "p" %>\
-% if YS == 1:
-                acc = fma(${prelude.vload(pv, at)}, (${pvec})(clc_ld(wj, ${r * KW + kw})), acc);
-% else:
-                acc = fma((${pvec})(${", ".join(f"clc_ld({at}, {lane * YS})" for lane in range(pv))}), (${pvec})(clc_ld(wj, ${r * KW + kw})), acc);
-% endif
+                acc = fma(${load(f"p + {offset * YS}" if offset >= 0 else f"p - {-offset * YS}", YS, plan)}, (${vec(plan)})(clc_ld(wj, ${r * KW + kw})), acc);
 % endfor
             }
 % endfor
         }
-% for lane in range(skip, pv):
-        clc_store_result(dxr, ${along(layout, f"({q} + {lane}) * {SW} + {phase.residue}", "CLC_XP")}, acc.s${"0123456789abcdef"[lane]}, bias, c, resr);
-% endfor
-</%def>
-% if phases:
-## a strided data gradient, residue by residue of the stride (depthwise_rows.Phase)
-% for phase in phases:
-<% pc = phase.columns %>\
-% if pc.vn > 0 and pc.full > 0:
-    for (int q = ${pc.lo}; q < ${pc.lo + pc.full * pc.vn}; q += ${pc.vn}) {
-${phase_vector(phase, "q", 0)}
-    }
-% endif
-% if pc.vn > 0 and pc.tail_overlap >= 0:
-    {   /* the interior's last ${pc.vn} columns of this residue; its first ${pc.tail_overlap} lanes were done above */
-        const int q = ${pc.tail_start};
-${phase_vector(phase, "q", pc.tail_overlap)}
-    }
-% endif
-% for a, e in pc.edge_ranges:
-    for (int q = ${a}; q < ${e}; ++q) {
-        const int i = q * ${SW} + ${phase.residue};
-${scalar_column()}
-    }
-% endfor
-% endfor
+% if SW == 1:
+        ${store_columns("dxr", o, "acc", "c", "resr", "X", skip, plan)}
 % else:
-${vector_columns(data_vector)}
-% for a, e in columns.edge_ranges:
-    for (int i = ${a}; i < ${e}; ++i) {
+% for lane in range(skip, plan.vn):
+        clc_store_result(dxr, ${along(layout, f"({o} + {lane}) * {SW} + {phase.residue}", "CLC_XP")}, acc.s${"0123456789abcdef"[lane]}, bias, c, resr);
+% endfor
+% endif
+</%def>
+## the row residue by residue of the stride along the width (depthwise_rows.Phase; one residue at
+## unit stride): each residue's vectors, then its edge columns one by one
+% for phase in phases:
+${vector_columns(lambda o, skip: data_vector(phase, o, skip), phase.columns)}
+% for a, e in phase.columns.edge_ranges:
+    for (int q = ${a}; q < ${e}; ++q) {
+        const int i = ${"q" if SW == 1 else f"q * {SW} + {phase.residue}"};
 ${scalar_column()}
     }
 % endfor
-% endif
+% endfor
 }
 </%def>\
 ##
@@ -331,8 +297,8 @@ __kernel void clc_dw_rows_backward_weight(__global const clc_data* restrict x_ba
         const bool ok${r} = (uint)id${r} < (uint)CLC_ID && (uint)ih${r} < (uint)CLC_IH;
         __global const clc_data* restrict xr${r} = x_base + x_off + CLC_X_AT(b, co / CLC_CO, ok${r} ? CLC_IN_OFFSET(id${r}, ih${r}, 0) : 0);
 % endfor
-<%def name="weight_vector(o, is_tail)">
-% if is_tail:
+<%def name="weight_vector(o, skip)">
+% if skip:
         const ${vec()} d = select(${load(f"dyr + {along(layout, o, 'CLC_YP')}", YS)}, (${vec()})(0), repeated);
 % else:
         const ${vec()} d = ${load(f"dyr + {along(layout, o, 'CLC_YP')}", YS)};

@@ -109,6 +109,13 @@ def weight_contraction(shape: "GemmShape") -> int:
     return shape.K if shape.a_view in PACKED_A_VIEWS else 0
 
 
+def cpu_work_groups(m: int, n: int, wm: int, vn: int, lx: int, groups: int, nb: int = 1) -> int:
+    """Work-groups of one launch of the CPU GEMM: blocks of WM rows, at most LX of them per
+    work-group, times work-items' runs of NB x VN columns, times the GEMMs (as :func:`_cpu_gemm` launches)."""
+    blocks = -(-m // wm)
+    return -(-blocks // min(lx, blocks)) * -(-n // (vn * nb)) * groups
+
+
 MAX_COLUMN_BLOCKS = 8  # the blocks' running sums, 8 x WM x VN elements (8 KiB at 16 x 16 floats), stay in L1
 
 
@@ -127,7 +134,7 @@ def column_blocks(m: int, n: int, k: int, tile: tuple, fit: limits.Limits, items
     blocks = -(-n // vn)
     if not k or not budget or m * k * itemsize <= budget or blocks == 1 or blocks > MAX_COLUMN_BLOCKS:
         return 1
-    if k * blocks * vn * itemsize > budget or -(-m // (wm * lx)) * groups < fit.compute_units:
+    if k * blocks * vn * itemsize > budget or cpu_work_groups(m, n, wm, vn, lx, groups, blocks) < fit.compute_units:
         return 1
     return blocks
 
@@ -262,18 +269,23 @@ class Gemm:
     source: KernelSource
     global_size: tuple[int, ...]
     local_size: tuple[int, ...]
-    packs: str | None = None  # the role of the tensor packed as A
+    packs: str | None = None  # the role of the tensor packed as A: "w", or "dy" (the chunk's images)
     pack_size: tuple[int, ...] = ()  # clc_pack_a's global size
     pack_bytes: int = 0
-    pack_per_chunk: bool = False  # A is the chunk's images (packed before each chunk's GEMM), not a weight
 
     @property
     def pack(self) -> bool:
         return self.packs is not None
 
+    @property
+    def pack_per_chunk(self) -> bool:
+        """Whether A is the chunk's images, packed before each chunk's GEMM (not a weight, once)."""
+        return self.packs == "dy"
+
     def packing(self, chunk: int = 0) -> KernelCall:
         """The call that packs A (the chunk's part of it, where A depends on the chunk)."""
-        assert self.packs is not None
+        if self.packs is None:
+            raise RuntimeError("this GEMM reads A in place: it has no packing call")
         return call(self.source, "clc_pack_a", self.pack_size, None, Arg(self.packs), Arg("apack"), np.int32(chunk))
 
     def call(self, a: str, b: str, c: str, bias: str | None = None, chunk: int = 0) -> KernelCall:
@@ -361,9 +373,8 @@ def _cpu_gemm(problem: Problem, shape: GemmShape, tile: dict, index: str, launch
     global_size = (rounded(blocks, lm), -(-shape.N // columns), shape.count(problem.geometry) * shape.splits)
     if not packed:
         return Gemm(src, global_size, (lm, 1, 1))
-    per_chunk = shape.a_view in PER_CHUNK_VIEWS
-    return Gemm(src, global_size, (lm, 1, 1), packs="dy" if per_chunk else "w",
-                pack_size=(shape.K, blocks, problem.geometry.groups), pack_bytes=pack_bytes, pack_per_chunk=per_chunk)
+    return Gemm(src, global_size, (lm, 1, 1), packs="dy" if shape.a_view in PER_CHUNK_VIEWS else "w",
+                pack_size=(shape.K, blocks, problem.geometry.groups), pack_bytes=pack_bytes)
 
 
 def gemm_calls(problem: Problem, shape: GemmShape, tile: dict, index: str, a: str, b: str, c: str,

@@ -15,7 +15,8 @@ from .base import Algorithm, call, epilogue_args, source
 from .reduce import splitk_sum
 from .splitk import SplitK
 from .gemm import (
-    GemmShape, forward_shape, gemm, gemm_tiles, is_cpu_config, largest_chunk, tile_config, weight_contraction, weight_shape,
+    GemmShape, cpu_work_groups, forward_shape, gemm, gemm_tiles, is_cpu_config, largest_chunk, tile_config,
+    weight_contraction, weight_shape,
 )
 
 
@@ -132,8 +133,7 @@ class Im2col(Algorithm):
     def _cpu_pieces(self, problem: Problem, device, shape: GemmShape, tile: dict) -> int:
         """Pieces to cut one chunk's weight-gradient contraction into on a CPU (1: uncut)."""
         g = problem.geometry
-        blocks = -(-shape.M // tile["WM"])
-        work_groups = -(-blocks // min(tile["LX"], blocks)) * -(-shape.N // tile["VN"]) * g.groups
+        work_groups = cpu_work_groups(shape.M, shape.N, tile["WM"], tile["VN"], tile["LX"], g.groups)
         wanted = -(-self.CPU_FILL * limits.of(device).compute_units // work_groups)
         room = settings.workspace_limit(device) // (g.weight_elements * problem.itemsize)
         return max(1, min(wanted, shape.K // SplitK.MIN_PIECE, room))

@@ -170,13 +170,14 @@ class Runner:
     def _enqueue(self, queue: cl.CommandQueue, operands: dict[str, Operand], spaces: dict[str, cl.Buffer],
                  wait_for) -> list[cl.Event]:
         events = []
+        chain = not in_order(queue)  # an in-order queue orders a call's launches itself
         for launch in self.launches:
             args = launch.resolve_args(operands, spaces)
             try:
                 event = launch.kernel(queue, launch.global_size, launch.local_size, *args, wait_for=wait_for)
             except cl.Error as exc:
                 raise self._fail("failed to launch", launch, exc) from exc
-            wait_for = [event]  # also right on an out-of-order queue
+            wait_for = [event] if chain else None
             events.append(event)
         return events
 

@@ -66,19 +66,22 @@ def pick_queue(tensors: dict[str, Any], queue: cl.CommandQueue | None) -> tuple[
     """
     if queue is not None and not isinstance(queue, cl.CommandQueue):
         raise TypeError(f"queue must be a pyopencl.CommandQueue or None, got {type(queue).__name__}")
-    arrays = {name: v for name, v in tensors.items() if isinstance(v, cl_array.Array)}
+    arrays = [(name, v) for name, v in tensors.items() if isinstance(v, cl_array.Array)]
     if queue is None:
-        for value in arrays.values():
+        for _, value in arrays:
             if value.queue is not None:
                 queue = value.queue
                 break
     if queue is None:
         queue = default_queue()
-    if arrays:
-        context = queue.context  # a driver query and a new wrapper object on every access: once
-        for name, value in arrays.items():
-            if value.context != context:
-                raise TypeError(f"{name} lives in another OpenCL context than the queue the call runs on")
+    context = None
+    for name, value in arrays:
+        if value.queue is queue:
+            continue  # an Array of this very queue lives in its context
+        if context is None:
+            context = queue.context  # a driver query and a new wrapper object on every access: once
+        if value.context != context:
+            raise TypeError(f"{name} lives in another OpenCL context than the queue the call runs on")
     return queue, bool(arrays)
 
 

@@ -1,0 +1,141 @@
+"""Where a launch's host time goes on the driver at hand, and what a stream of clconv calls costs on a
+profiling queue against a plain one: issue 12's host-bound streams (VGG-11 at batch 8, small layers).
+
+    python docs/perf/launch_paths.py
+
+For an empty kernel with the GEMM core's signature, on a queue with profiling enabled and one
+without (same context): pyopencl's ``Kernel.__call__``, the same with the previous launch's event as
+``wait_for`` (what the runner passed between a call's launches), ``enqueue_nd_range_kernel`` with
+the arguments already set, and ``clEnqueueNDRangeKernel`` called through ctypes with and without an
+event.  Then clconv streams of 200 calls on a 3-launch (Winograd) and a 1-launch layer on both queues.
+"""
+import ctypes
+import ctypes.util
+import time
+
+import numpy as np
+import pyopencl as cl
+import pyopencl.array as cla
+
+import clconv
+
+SIGNATURE = """__kernel void probe(__global float* a, const long a_off, __global float* b, const long b_off,
+                    __global float* c, const long c_off, __global float* d, const long d_off,
+                    __global float* e, const long e_off, const int chunk)
+{ if (get_global_id(0) == 0 && chunk < 0) c[c_off] = a[a_off] + b[b_off] + d[d_off] + e[e_off]; }"""
+
+
+def per_call_us(fn, queue, calls=3000):
+    fn()
+    queue.finish()
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    queue.finish()
+    return 1e6 * (time.perf_counter() - start) / calls
+
+
+def opencl_library():
+    for name in ("libOpenCL.so.1", ctypes.util.find_library("OpenCL") or "libOpenCL.so"):
+        try:
+            return ctypes.CDLL(name)
+        except OSError:
+            continue
+    raise OSError("no libOpenCL")
+
+
+def launch_paths(context, device):
+    lib = opencl_library()
+    enqueue = lib.clEnqueueNDRangeKernel
+    enqueue.restype = ctypes.c_int32
+    enqueue.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_void_p, ctypes.c_void_p,
+                        ctypes.c_void_p, ctypes.c_uint32, ctypes.c_void_p, ctypes.c_void_p]
+    release = lib.clReleaseEvent
+    release.argtypes = [ctypes.c_void_p]
+    kernel = cl.Program(context, SIGNATURE).build().probe
+    kernel.set_scalar_arg_dtypes([None, np.int64] * 5 + [np.int32])
+    buffers = [cl.Buffer(context, cl.mem_flags.READ_WRITE, 64) for _ in range(5)]
+    args = [x for buf in buffers for x in (buf, 0)] + [1]
+    global_size = (ctypes.c_size_t * 1)(64)
+    local_size = (ctypes.c_size_t * 1)(64)
+    queues = {"profiling": cl.CommandQueue(context, device, properties=cl.command_queue_properties.PROFILING_ENABLE),
+              "plain": cl.CommandQueue(context, device)}
+    for round_ in range(2):
+        for name, queue in queues.items():
+            figures = launch_figures(queue, kernel, args, enqueue, release, global_size, local_size)
+            print(f"round {round_} {name:9s} " + "; ".join(f"{k} {v:.1f}" for k, v in figures.items()) + " (us)")
+
+
+def launch_figures(queue, kernel, args, enqueue, release, global_size, local_size):
+    kernel.set_args(*args)
+    previous = [kernel(queue, (64,), (64,), *args)]
+    event = ctypes.c_void_p()
+
+    def chained():
+        previous[0] = kernel(queue, (64,), (64,), *args, wait_for=previous)
+
+    def raw(with_event):
+        q, k = queue.int_ptr, kernel.int_ptr
+        if with_event:
+            def go():
+                enqueue(q, k, 1, None, global_size, local_size, 0, None, ctypes.byref(event))
+                release(event)
+        else:
+            def go():
+                enqueue(q, k, 1, None, global_size, local_size, 0, None, None)
+        return go
+
+    kernel.set_args(*args)
+    figures = {
+        "Kernel.__call__": per_call_us(lambda: kernel(queue, (64,), (64,), *args), queue),
+        "__call__ wait_for=prev": per_call_us(chained, queue),
+        "enqueue_nd_range_kernel": per_call_us(lambda: cl.enqueue_nd_range_kernel(queue, kernel, (64,), (64,)), queue),
+        "set_args alone": per_call_us(lambda: kernel.set_args(*args), queue),
+    }
+    kernel.set_args(*args)
+    figures["ctypes, event"] = per_call_us(raw(True), queue)
+    figures["ctypes, no event"] = per_call_us(raw(False), queue)
+    return figures
+
+
+def streams(context, device):
+    rng = np.random.default_rng(0)
+    layers = {  # (x shape, w shape, padding): VGG-11 conv4-like at batch 8 (Winograd), a 1x1 layer
+        "3x3 8x256x28x28->256": ((8, 256, 28, 28), (256, 256, 3, 3), 1),
+        "3x3 1x512x7x7->512": ((1, 512, 7, 7), (512, 512, 3, 3), 1),
+        "1x1 8x512x28x28->128": ((8, 512, 28, 28), (128, 512, 1, 1), 0),
+    }
+    queues = {"profiling": cl.CommandQueue(context, device, properties=cl.command_queue_properties.PROFILING_ENABLE),
+              "plain": cl.CommandQueue(context, device)}
+    calls = 200
+    for round_ in range(2):
+        for label, (xs, ws, pad) in layers.items():
+            line = []
+            for name, queue in queues.items():
+                x = cla.to_device(queue, rng.standard_normal(xs, dtype=np.float32))
+                w = cla.to_device(queue, rng.standard_normal(ws, dtype=np.float32))
+                for _ in range(5):
+                    clconv.conv2d(x, w, padding=pad)
+                queue.finish()
+                best = float("inf")
+                for _ in range(3):
+                    start = time.perf_counter()
+                    for _ in range(calls):
+                        clconv.conv2d(x, w, padding=pad)
+                    enqueued = time.perf_counter() - start
+                    queue.finish()
+                    best = min(best, time.perf_counter() - start)
+                line.append(f"{name} {1e6 * best / calls:.1f} us/call (enqueue {1e6 * enqueued / calls:.1f})")
+            print(f"round {round_} stream {label}: " + "; ".join(line))
+
+
+def main():
+    queue = clconv.default_queue()
+    device = queue.device
+    print(f"{device.name} ({device.platform.name}, driver {device.driver_version})")
+    launch_paths(queue.context, device)
+    streams(queue.context, device)
+
+
+if __name__ == "__main__":
+    main()

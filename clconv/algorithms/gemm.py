@@ -86,9 +86,9 @@ def tile_extent(tile: Mapping[str, Any]) -> tuple[int, int, int]:
 
 
 def _tile_fits(tile, fit: limits.Limits, itemsize: int) -> bool:
-    tm, tn, tk, wm, wn, vw, pipe = tile
+    tm, tn, tk, wm, wn, vw = tile[:6]
     pad = local_padding(vw)
-    local_bytes = (2 if pipe == 2 else 1) * tk * ((tm + pad) + (tn + pad)) * itemsize
+    local_bytes = tk * ((tm + pad) + (tn + pad)) * itemsize
     return fit.fits((tn // wn, tm // wm), local_bytes)
 
 

@@ -16,8 +16,7 @@
 ## one launch, the group index g's range: the groups, or Winograd's groups x tile positions), M, N, K, TM, TN, TK, WM, WN, VW (vector
 ## width of the register blocks: 1, 2 or 4, dividing WM and WN), PIPE (1: the next step's global
 ## loads are issued before the current step's arithmetic, as GPUs want; 0: load, then compute, which
-## suits PoCL, where registers live across a barrier are spilled per work-item; 2: as 1, with two
-## pairs of local tiles, so that one barrier per step suffices), KSPLIT (contraction
+## suits PoCL, where registers live across a barrier are spilled per work-item), KSPLIT (contraction
 ## length of one split piece; K when unsplit), a_view/b_view/c_view and their dicts a/b/c,
 ## a_kfast/b_nfast (which index of the operand is contiguous in memory, for coalesced tile loads),
 ## LPAD (elements of padding per local-memory tile row: it must keep rows VW-aligned for the
@@ -54,7 +53,6 @@ ${prelude.entry_points(self, entries)}\
     vec = real if VW == 1 else f"{real}{VW}"
     comps = "0123456789abcdef"
     UNROLL = "#pragma unroll" if PIPE else ""
-    BUFFERS = 2 if PIPE == 2 else 1
 %>
 <%def name="fetch(kstart)">
         /* global -> registers: A ${TM}x${TK} and B ${TK}x${TN} tiles starting at k = ${kstart} */
@@ -102,74 +100,6 @@ ${prelude.entry_points(self, entries)}\
         }
 </%def>
 
-<%def name="stash(a_tile, b_tile)">
-        /* registers -> local memory */
-        #pragma unroll
-        for (int i = 0; i < ${A_LOADS}; ++i) {
-            const int t = lid + i * ${THREADS};
-% if a_kfast:
-            const int kk = t % ${TK}, mm = t / ${TK};
-% else:
-            const int mm = t % ${TM}, kk = t / ${TM};
-% endif
-% if A_EXACT:
-            ${a_tile}[kk * ${A_STRIDE} + mm] = a_next[i];
-% else:
-            if (t < ${TM * TK}) ${a_tile}[kk * ${A_STRIDE} + mm] = a_next[i];
-% endif
-        }
-        #pragma unroll
-        for (int i = 0; i < ${B_LOADS}; ++i) {
-            const int t = lid + i * ${THREADS};
-% if b_nfast:
-            const int nn = t % ${TN}, kk = t / ${TN};
-% else:
-            const int kk = t % ${TK}, nn = t / ${TK};
-% endif
-% if B_EXACT:
-            ${b_tile}[kk * ${B_STRIDE} + nn] = b_next[i];
-% else:
-            if (t < ${TN * TK}) ${b_tile}[kk * ${B_STRIDE} + nn] = b_next[i];
-% endif
-        }
-</%def>
-<%def name="multiply(a_tile, b_tile)">
-        /* local memory -> registers -> ${WM} x ${WN} FMAs per k */
-        #pragma unroll
-        for (int kk = 0; kk < ${TK}; ++kk) {
-            clc_real a_reg[${WM}], b_reg[${WN}];
-% for i in range(WM // VW):
-% if VW == 1:
-            a_reg[${i}] = ${a_tile}[kk * ${A_STRIDE} + ty + ${i * RTM}];
-% else:
-            {
-                const ${vec} v = *((__local const ${vec}*)(${a_tile} + kk * ${A_STRIDE}) + ty + ${i * RTM});
-% for v in range(VW):
-                a_reg[${i * VW + v}] = v.s${comps[v]};
-% endfor
-            }
-% endif
-% endfor
-% for j in range(WN // VW):
-% if VW == 1:
-            b_reg[${j}] = ${b_tile}[kk * ${B_STRIDE} + tx + ${j * RTN}];
-% else:
-            {
-                const ${vec} v = *((__local const ${vec}*)(${b_tile} + kk * ${B_STRIDE}) + tx + ${j * RTN});
-% for v in range(VW):
-                b_reg[${j * VW + v}] = v.s${comps[v]};
-% endfor
-            }
-% endif
-% endfor
-            #pragma unroll
-            for (int i = 0; i < ${WM}; ++i)
-                #pragma unroll
-                for (int j = 0; j < ${WN}; ++j)
-                    acc[i][j] = fma(a_reg[i], b_reg[j], acc[i][j]);
-        }
-</%def>
-
 __kernel __attribute__((reqd_work_group_size(${RTN}, ${RTM}, 1)))
 void clc_gemm(__global const clc_a_t* restrict a_base, const long a_off,
               __global const clc_b_t* restrict b_base, const long b_off,
@@ -194,9 +124,9 @@ void clc_gemm(__global const clc_a_t* restrict a_base, const long a_off,
     const clc_idx k_end = min(k_begin + ${KSPLIT}, CLC_K);
 
     /* Rows padded by ${LPAD}: the k-fast tile stores would otherwise hit one bank per row, and
-       vector loads need rows that keep ${VW}-element alignment.  PIPE 2 keeps two of each tile. */
-    __local clc_real a_tiles[${BUFFERS * TK * A_STRIDE}] __attribute__((aligned(${itemsize * VW})));
-    __local clc_real b_tiles[${BUFFERS * TK * B_STRIDE}] __attribute__((aligned(${itemsize * VW})));
+       vector loads need rows that keep ${VW}-element alignment. */
+    __local clc_real a_tile[${TK} * ${A_STRIDE}] __attribute__((aligned(${itemsize * VW})));
+    __local clc_real b_tile[${TK} * ${B_STRIDE}] __attribute__((aligned(${itemsize * VW})));
 
     clc_real acc[${WM}][${WN}];
     #pragma unroll
@@ -206,27 +136,6 @@ void clc_gemm(__global const clc_a_t* restrict a_base, const long a_off,
             acc[i][j] = (clc_real)0;
 
     clc_real a_next[${A_LOADS}], b_next[${B_LOADS}];
-% if PIPE == 2:
-    /* Double-buffered: step k computes from one pair of tiles while the registers holding step
-       k+1 are stored into the other, so one barrier per step suffices: the barrier that ends step
-       k-1 is what lets step k overwrite the tiles step k-1 read. */
-${fetch("k_begin")}
-${stash("a_tiles", "b_tiles")}
-    barrier(CLK_LOCAL_MEM_FENCE);
-    int buffer = 0;
-    for (clc_idx k0 = k_begin; k0 < k_end; k0 += ${TK}) {
-        const bool more = k0 + ${TK} < k_end;
-        if (more) {
-${fetch("(k0 + " + str(TK) + ")")}
-        }
-${multiply("(a_tiles + buffer * " + str(TK * A_STRIDE) + ")", "(b_tiles + buffer * " + str(TK * B_STRIDE) + ")")}
-        if (more) {
-${stash("(a_tiles + (buffer ^ 1) * " + str(TK * A_STRIDE) + ")", "(b_tiles + (buffer ^ 1) * " + str(TK * B_STRIDE) + ")")}
-        }
-        barrier(CLK_LOCAL_MEM_FENCE);
-        buffer ^= 1;
-    }
-% else:
 % if PIPE:
 ${fetch("k_begin")}
 % endif
@@ -234,17 +143,76 @@ ${fetch("k_begin")}
 % if not PIPE:
 ${fetch("k0")}
 % endif
-${stash("a_tiles", "b_tiles")}
+        /* registers -> local memory */
+        #pragma unroll
+        for (int i = 0; i < ${A_LOADS}; ++i) {
+            const int t = lid + i * ${THREADS};
+% if a_kfast:
+            const int kk = t % ${TK}, mm = t / ${TK};
+% else:
+            const int mm = t % ${TM}, kk = t / ${TM};
+% endif
+% if A_EXACT:
+            a_tile[kk * ${A_STRIDE} + mm] = a_next[i];
+% else:
+            if (t < ${TM * TK}) a_tile[kk * ${A_STRIDE} + mm] = a_next[i];
+% endif
+        }
+        #pragma unroll
+        for (int i = 0; i < ${B_LOADS}; ++i) {
+            const int t = lid + i * ${THREADS};
+% if b_nfast:
+            const int nn = t % ${TN}, kk = t / ${TN};
+% else:
+            const int kk = t % ${TK}, nn = t / ${TK};
+% endif
+% if B_EXACT:
+            b_tile[kk * ${B_STRIDE} + nn] = b_next[i];
+% else:
+            if (t < ${TN * TK}) b_tile[kk * ${B_STRIDE} + nn] = b_next[i];
+% endif
+        }
         barrier(CLK_LOCAL_MEM_FENCE);
 % if PIPE:
         if (k0 + ${TK} < k_end) {
 ${fetch("(k0 + " + str(TK) + ")")}
         }
 % endif
-${multiply("a_tiles", "b_tiles")}
+        #pragma unroll
+        for (int kk = 0; kk < ${TK}; ++kk) {
+            clc_real a_reg[${WM}], b_reg[${WN}];
+% for i in range(WM // VW):
+% if VW == 1:
+            a_reg[${i}] = a_tile[kk * ${A_STRIDE} + ty + ${i * RTM}];
+% else:
+            {
+                const ${vec} v = *((__local const ${vec}*)(a_tile + kk * ${A_STRIDE}) + ty + ${i * RTM});
+% for v in range(VW):
+                a_reg[${i * VW + v}] = v.s${comps[v]};
+% endfor
+            }
+% endif
+% endfor
+% for j in range(WN // VW):
+% if VW == 1:
+            b_reg[${j}] = b_tile[kk * ${B_STRIDE} + tx + ${j * RTN}];
+% else:
+            {
+                const ${vec} v = *((__local const ${vec}*)(b_tile + kk * ${B_STRIDE}) + tx + ${j * RTN});
+% for v in range(VW):
+                b_reg[${j * VW + v}] = v.s${comps[v]};
+% endfor
+            }
+% endif
+% endfor
+            #pragma unroll
+            for (int i = 0; i < ${WM}; ++i)
+                #pragma unroll
+                for (int j = 0; j < ${WN}; ++j)
+                    acc[i][j] = fma(a_reg[i], b_reg[j], acc[i][j]);
+        }
         barrier(CLK_LOCAL_MEM_FENCE);
     }
-% endif
 
     /* register block (i, j) holds row m0 + (i / VW * RTM + ty) * VW + i % VW, likewise for columns */
     #pragma unroll

@@ -51,9 +51,6 @@ TILES = {
     # at most 32 work-items, as Mesa's llvmpipe grants: the vector paths on small devices too
     "vw4-24items-uneven": (24, 16, 8, 4, 4, 4, 1),  # 6 x 4 work-items; the B tile's 128 loads do not divide
     "vw2-32items-nopipe": (16, 16, 16, 2, 4, 2, 0),  # 8 x 4 work-items
-    # two pairs of local tiles, one barrier per step: the last step's tiles, uneven loads
-    "vw4-double": (24, 32, 8, 4, 4, 4, 2),
-    "vw2-32items-double": (16, 16, 16, 2, 4, 2, 2),
 }
 TILE_GEOMETRIES = {"k3p1-odd": ODD_3X3, "g2k3s2d2": GROUPED, "deconv-k4s2": DECONV}
 
@@ -68,7 +65,7 @@ TILE_CASES = [
     pytest.param(geometry_name, tile, id=f"{geometry_name}-{tile}")
     for geometry_name in TILE_GEOMETRIES
     for tile in TILES
-    if tile not in ("vw1", "vw4-nopipe", "vw2-32items-nopipe", "vw2-32items-double") or geometry_name == "k3p1-odd"
+    if tile not in ("vw1", "vw4-nopipe", "vw2-32items-nopipe") or geometry_name == "k3p1-odd"
 ]
 
 
@@ -104,9 +101,8 @@ def test_im2col_with_vector_tiles(queue, rng, pass_):
     _run(queue, rng, ODD_3X3, pass_, "im2col", _tile("vw4-uneven-loads"))
 
 
-@pytest.mark.parametrize("tile", ["vw4-uneven-loads", "vw4-double"])
-def test_splitk_with_vector_tiles(queue, rng, tile):
-    _run(queue, rng, LONG_CONTRACTION, "backward_weight", "splitk", {**_tile(tile), "splits": 4})
+def test_splitk_with_vector_tiles(queue, rng):
+    _run(queue, rng, LONG_CONTRACTION, "backward_weight", "splitk", {**_tile("vw4-uneven-loads"), "splits": 4})
 
 
 # -- the CPU GEMM -------------------------------------------------------------------------------------
@@ -300,7 +296,6 @@ def test_winograd_weight_gradient_pieces(queue, rng, config, pieces, layout):
 # (geometry, tile): the CPU GEMM (B rows read with vload) with its smallest vector block only, which
 # builds in about a second on Mesa's llvmpipe where the 16-row blocks take 20 s
 WINOGRAD_TILES = {"g2-vw4": (WINOGRAD, _tile("vw4-uneven-loads")), "g2-vw2": (WINOGRAD, _tile("vw2")),
-                  "g2-double": (WINOGRAD, _tile("vw4-double")),
                   "g2-cpu": (WINOGRAD, CPU["wm4-vn8"]), "odd-vw4": (ODD_WINOGRAD, _tile("vw4-uneven-loads")),
                   "odd-cpu": (ODD_WINOGRAD, CPU["wm3-vn4"])}
 

@@ -168,7 +168,10 @@ def _execute(call: _Call) -> Tensor:
     if out is not None:
         wait_for = (wait_for or []) + list(out.events)
     events = planner.run(problem, queue, algorithm, operands, wait_for)
-    result.add_event(events[-1])
+    # The launches waited for every event the result had (out=), so the last one stands for them
+    # all: an out= Array reused call after call keeps one event, where appending (add_event) grew
+    # its list until pyopencl waited on the host every fourth call, and every call waited on the list.
+    result.events[:] = [events[-1]]
     return result if as_array else result.get(queue)
 
 

@@ -142,15 +142,16 @@ class Runner:
         Workspaces come from the queue's kept buffers (:class:`Workspaces`) on an in-order queue;
         on an out-of-order queue they are allocated per call and released when the buffers' last
         reference goes (OpenCL keeps them alive until the kernels finish)."""
-        if not self.workspaces:
-            return self._enqueue(queue, operands, {}, wait_for)
-        kept = Workspaces.of(queue)
+        kept = Workspaces.of(queue)  # also what says the queue is in order (a lookup, no driver query)
         if kept is None:
-            return self._enqueue(queue, operands, self._allocate(queue, {}), wait_for)
+            spaces = self._allocate(queue, {}) if self.workspaces else {}
+            return self._enqueue(queue, operands, spaces, wait_for, chain=True)
+        if not self.workspaces:
+            return self._enqueue(queue, operands, {}, wait_for, chain=False)
         # held from the first launch to the last: another thread's call on this queue must not
         # enqueue its own use of the workspace buffers between this call's kernels
         with kept.lock:
-            return self._enqueue(queue, operands, self._allocate(queue, kept.buffers), wait_for)
+            return self._enqueue(queue, operands, self._allocate(queue, kept.buffers), wait_for, chain=False)
 
     def _allocate(self, queue: cl.CommandQueue, reuse: dict[str, cl.Buffer]) -> dict[str, cl.Buffer]:
         """A buffer per workspace: the one in ``reuse`` if it is large enough, else a new one
@@ -168,9 +169,10 @@ class Runner:
         return spaces
 
     def _enqueue(self, queue: cl.CommandQueue, operands: dict[str, Operand], spaces: dict[str, cl.Buffer],
-                 wait_for) -> list[cl.Event]:
+                 wait_for, chain: bool) -> list[cl.Event]:
+        """Enqueue the launches, the first after ``wait_for``; ``chain``: each later one waits for
+        the one before (an out-of-order queue; an in-order queue orders them itself)."""
         events = []
-        chain = not in_order(queue)  # an in-order queue orders a call's launches itself
         for launch in self.launches:
             args = launch.resolve_args(operands, spaces)
             try:

@@ -77,16 +77,16 @@ def stream_seconds_per_call(call: Callable[[], Any], sync: Callable[[], Any], ca
 STREAM_CALLS = 20  # calls per timed stream (one synchronisation at its end)
 
 
-def default_call(g, pass_: str, arrays: dict[str, Any]) -> Callable[[], Any]:
+def default_call(g, pass_: str, arrays: dict[str, Any], algorithm: str = "auto") -> Callable[[], Any]:
     """The public op that runs canonical pass ``pass_`` of ``g`` with default arguments on device
-    Arrays (``x``, ``w``, ``dy``): results allocated by clconv, as a user calls it.  A transposed
-    layer's canonical passes are those of the convolution it is the gradient of, so the same ops
-    run its kernels."""
+    Arrays (``x``, ``w``, ``dy``): results allocated by clconv, as a user calls it (``algorithm``
+    named, for comparisons).  A transposed layer's canonical passes are those of the convolution
+    it is the gradient of, so the same ops run its kernels."""
     import clconv
 
     nd = g.ndim
     options = dict(stride=g.stride[-nd:], padding=tuple(zip(g.pad_begin[-nd:], g.pad_end[-nd:])),
-                   dilation=g.dilation[-nd:], groups=g.groups)
+                   dilation=g.dilation[-nd:], groups=g.groups, algorithm=algorithm)
     x_shape, w_shape = ROLE_SHAPES["x"](g), ROLE_SHAPES["w"](g)
     x_shape = (*x_shape[:2], *x_shape[-nd:])
     w_shape = (*w_shape[:2], *w_shape[-nd:])

@@ -1,6 +1,7 @@
-"""Host time per call of a stream of default calls (no profiler), then a cProfile of the same, for
-``auto`` (Winograd on this layer, 3 launches) and ``implicit_gemm`` (1 launch): VGG-11's conv4_1
-at batch 8.  `python docs/perf/host_profile.py` on the GPU machine."""
+"""Host time per call of a stream of default calls (no profiler), the same with ``out=`` given (no
+result allocation), then a cProfile of the default calls: the op layer's share of the host-bound
+stream rows of issue 12 (VGG-11's conv4_1 forward at batch 8, a batch-1 7x7 data gradient, a
+batch-8 weight gradient).  `python docs/perf/host_profile.py` on the GPU machine."""
 import cProfile
 import pstats
 import time
@@ -10,31 +11,56 @@ import pyopencl.array as cla
 
 import clconv
 
+CALLS = 200
+
+
+def per_call_us(fn, q):
+    for _ in range(5):
+        fn()
+    q.finish()
+    best = float("inf")
+    for _ in range(3):
+        start = time.perf_counter()
+        for _ in range(CALLS):
+            fn()
+        enqueued = time.perf_counter() - start
+        q.finish()
+        best = min(best, enqueued)
+    return 1e6 * best / CALLS
+
 
 def main():
     q = clconv.default_queue()
     rng = np.random.default_rng(0)
-    x = cla.to_device(q, rng.standard_normal((8, 192, 13, 13), dtype=np.float32))
-    w = cla.to_device(q, rng.standard_normal((128, 192, 3, 3), dtype=np.float32))
-    calls = 200
-    for algorithm in ("auto", "implicit_gemm"):
-        for _ in range(5):
-            clconv.conv2d(x, w, padding=1, algorithm=algorithm)
-        q.finish()
-        start = time.perf_counter()
-        for _ in range(calls):
-            clconv.conv2d(x, w, padding=1, algorithm=algorithm)
-        enqueued = time.perf_counter() - start
-        q.finish()
-        synced = time.perf_counter() - start
-        print(f"{algorithm}: enqueue {1e6 * enqueued / calls:.1f} us/call, with the sync {1e6 * synced / calls:.1f}")
+
+    def device(*shape):
+        return cla.to_device(q, rng.standard_normal(shape, dtype=np.float32))
+
+    x, w = device(8, 192, 13, 13), device(128, 192, 3, 3)
+    w7, dy7 = device(512, 512, 3, 3), device(1, 512, 7, 7)
+    x8, dy8 = device(8, 256, 7, 7), device(8, 160, 7, 7)
+    y, dx7, dw8 = clconv.conv2d(x, w, padding=1), device(1, 512, 7, 7), device(160, 256, 3, 3)
+    cases = {
+        "conv2d 8x192x13x13 -> 128": (lambda: clconv.conv2d(x, w, padding=1),
+                                      lambda: clconv.conv2d(x, w, padding=1, out=y)),
+        "conv2d_input 1x512x7x7": (lambda: clconv.conv2d_input((1, 512, 7, 7), w7, dy7, padding=1),
+                                   lambda: clconv.conv2d_input((1, 512, 7, 7), w7, dy7, padding=1, out=dx7)),
+        "conv2d_weight 8x256x7x7 -> 160": (lambda: clconv.conv2d_weight(x8, (160, 256, 3, 3), dy8, padding=1),
+                                           lambda: clconv.conv2d_weight(x8, (160, 256, 3, 3), dy8, padding=1, out=dw8)),
+    }
+    for label, (default, given) in cases.items():
+        with_events = per_call_us(default, q)
+        for array in (x, w, w7, dy7, x8, dy8):
+            array.finish()  # the inputs' upload events: no wait list
+        print(f"{label}: default {with_events:.1f} us/call enqueued, inputs without events {per_call_us(default, q):.1f}, "
+              f"out= given {per_call_us(given, q):.1f}")
         profile = cProfile.Profile()
         profile.enable()
-        for _ in range(calls):
-            clconv.conv2d(x, w, padding=1, algorithm=algorithm)
+        for _ in range(CALLS):
+            default()
         profile.disable()
         q.finish()
-        pstats.Stats(profile).sort_stats("tottime").print_stats(8)
+        pstats.Stats(profile).sort_stats("tottime").print_stats(14)
 
 
 if __name__ == "__main__":

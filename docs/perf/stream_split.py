@@ -9,7 +9,7 @@ stream of 200 on an in-order queue without profiling,
 * ``events``: the kernel-event time of one call (what ``bench``'s kernel column reports);
 * then the op's stream with each algorithm named (``implicit_gemm`` launches once, Winograd three times).
 
-Each as "host enqueue time / time with the final sync".  ``python docs/perf/stream_split.py``.
+Each as "host enqueue time / time with the final sync", for every pass.  ``python docs/perf/stream_split.py``.
 """
 import time
 
@@ -19,18 +19,19 @@ import pyopencl.array as cla
 import clconv
 from clconv import planner, runtime
 from clconv.plan import Problem
-from clconv.resolve import resolve_conv
+from clconv.passes import ROLE_SHAPES
+from clconv.tools.shapes import parse_descriptor
+from clconv.tools.timing import default_call
 
 CALLS = 200
-LAYERS = {  # x shape, w shape, padding
-    "3x3 1x512x7x7->512": ((1, 512, 7, 7), (512, 512, 3, 3), 1),
-    "3x3 8x192x13x13->128": ((8, 192, 13, 13), (128, 192, 3, 3), 1),
-    "3x3 8x64x50x50->64": ((8, 64, 50, 50), (64, 64, 3, 3), 1),
-    "1x1 8x512x28x28->128": ((8, 512, 28, 28), (128, 512, 1, 1), 0),
+LAYERS = {  # descriptors (clconv.tools.shapes): the layers of the host-bound rows of bench's stream column
+    "3x3 1x512x7x7->512": "mb1ic512ih7oc512oh7kh3ph1",
+    "3x3 8x192x13x13->128": "mb8ic192ih13oc128oh13kh3ph1",
+    "3x3 8x256x7x7->160": "mb8ic256ih7oc160oh7kh3ph1",
+    "1x1 8x512x28x28->128": "mb8ic512ih28oc128oh28kh1ph0",
 }
-
-
-ALGORITHMS = ("implicit_gemm", "im2col", "winograd", "gemm1x1")
+PASSES = ("forward", "backward_data", "backward_weight")
+ALGORITHMS = ("implicit_gemm", "im2col", "winograd")
 
 
 def stream(fn, queue, calls=CALLS, rounds=3):
@@ -48,14 +49,10 @@ def stream(fn, queue, calls=CALLS, rounds=3):
     return f"{1e6 * best[1] / calls:6.1f} / {1e6 * best[0] / calls:6.1f}"
 
 
-def measure(label, xs, ws, pad, q, prof, rng):
-    x = cla.to_device(q, rng.standard_normal(xs, dtype=np.float32))
-    w = cla.to_device(q, rng.standard_normal(ws, dtype=np.float32))
-    problem = Problem(resolve_conv(2, xs, ws, None, 1, pad, 1, 1).geometry, "forward", "float32")
+def measure(label, g, pass_, arrays, q, prof):
+    problem = Problem(g, pass_, "float32")
     runner = planner.plan(problem, q)
-    y = clconv.conv2d(x, w, padding=pad)
-    operands = {"x": runtime.Operand(x.base_data, 0), "w": runtime.Operand(w.base_data, 0),
-                "y": runtime.Operand(y.base_data, 0)}
+    operands = runtime.random_operands(problem, q)
     spaces = runner._allocate(q, runtime.Workspaces.of(q).buffers)
     prepared = [(launch.kernel, launch.global_size, launch.local_size, launch.resolve_args(operands, spaces))
                 for launch in runner.launches]
@@ -65,7 +62,7 @@ def measure(label, xs, ws, pad, q, prof, rng):
             kernel(q, gs, ls, *args)
 
     figures = {
-        "op": stream(lambda: clconv.conv2d(x, w, padding=pad), q),
+        "op": stream(default_call(g, pass_, arrays), q),
         "runner": stream(lambda: runner.run(q, operands), q),
         "raw": stream(raw, q),
     }
@@ -77,22 +74,29 @@ def measure(label, xs, ws, pad, q, prof, rng):
     prof.finish()
     span = (events[-1].profile.end - events[0].profile.start) * 1e-3 / CALLS
     one = 1e6 * runtime.time_runner(runner, prof, operands, 20)
-    print(f"{label:24s} {runner.label[:40]:40s} launches {len(runner.launches)}: "
+    print(f"{label:22s} {pass_:15s} {runner.algorithm:13s} launches {len(runner.launches)}: "
           + "; ".join(f"{k} {v}" for k, v in figures.items())
           + f"; device {span:.1f} us/call in a stream; events {one:.1f} us per call alone")
     for name in ALGORITHMS:  # the op's stream with each algorithm named: what launches cost against kernel time
+        if name == runner.algorithm:
+            continue
         try:
-            print(f"    algorithm={name}: {stream(lambda name=name: clconv.conv2d(x, w, padding=pad, algorithm=name), q)}")
+            call = default_call(g, pass_, arrays, algorithm=name)
+            print(f"    algorithm={name}: {stream(call, q)}")
         except ValueError as exc:
-            print(f"    algorithm={name}: declines ({str(exc)[:80]})")
+            print(f"    algorithm={name}: declines ({str(exc)[:60]})")
 
 
 def main():
     q = clconv.default_queue()
     prof = runtime.profiling_queue(q)
     rng = np.random.default_rng(0)
-    for label, (xs, ws, pad) in LAYERS.items():
-        measure(label, xs, ws, pad, q, prof, rng)
+    for label, descriptor in LAYERS.items():
+        g = parse_descriptor(descriptor).geometry
+        arrays = {role: cla.to_device(q, rng.standard_normal(ROLE_SHAPES[role](g)).astype(np.float32))
+                  for role in ("x", "w", "dy")}
+        for pass_ in PASSES:
+            measure(label, g, pass_, arrays, q, prof)
 
 
 if __name__ == "__main__":

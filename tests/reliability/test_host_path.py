@@ -49,6 +49,25 @@ def test_results_of_repeated_calls_do_not_share_memory(queue, rng):
     assert_matches(y2.get(), reference.forward(g, x2, w), g.reduction_length)
 
 
+def test_an_out_array_reused_call_after_call_keeps_one_event(queue, rng, monkeypatch):
+    """A call waits for every event its out= Array has and leaves it the call's last one: a
+    preallocated result reused in a stream holds one event, where appending grew the list until
+    pyopencl waited on the host (Array.add_event past 12 events), and each call still runs after
+    the one before."""
+    x, w = random(rng, (2, 3, 6, 5)), random(rng, (4, 3, 3, 3))
+    g = resolve_conv(2, x.shape, w.shape, None, 1, 1, 1, 1).geometry
+    xd, wd = cl_array.to_device(queue, x), cl_array.to_device(queue, w)
+    out = cl_array.to_device(queue, np.full((2, 4, 6, 5), np.nan, np.float32))
+    waited = []
+    run = clconv.planner.run
+    monkeypatch.setattr(clconv.planner, "run", lambda *a: waited.append(list(a[-1] or [])) or run(*a))
+    for step in range(20):
+        clconv.conv2d(xd * (step + 1.0), wd, padding=1, out=out)
+        assert len(out.events) == 1
+    assert all(len(events) <= 3 for events in waited), "x, w and the out Array's one event"
+    assert_matches(out.get(), reference.forward(g, 20 * x, w), g.reduction_length)
+
+
 STORE = """
 __kernel void clc_store(__global float* a, const long a_off, const int value) { a[a_off] = value; }
 __kernel void clc_four(__global float* x, const long x_off, __global float* col, __global float* bias,

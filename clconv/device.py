@@ -83,12 +83,13 @@ def default_queue() -> cl.CommandQueue:
         return _default_queue
 
 
-def new_queue(device: cl.Device, properties: int = 0) -> cl.CommandQueue:
-    """A queue of ``device`` in a new context of its own, which the queue keeps alive: Intel's CPU
+def new_queue(device: cl.Device, properties: cl.command_queue_properties | None = None) -> cl.CommandQueue:
+    """A queue of ``device`` (with ``properties``; by default in order, without profiling) in a new
+    context of its own, which the queue keeps alive: Intel's CPU
     runtime frees a context once its last Python reference is gone, although a queue of it lives on
     (the next ``queue.context`` then fails with INVALID_CONTEXT)."""
     context = cl.Context([device])
-    queue = cl.CommandQueue(context, properties=properties)
+    queue = cl.CommandQueue(context) if properties is None else cl.CommandQueue(context, properties=properties)
     queue._clconv_context = context  # type: ignore[attr-defined]
     return queue
 

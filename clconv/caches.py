@@ -18,6 +18,8 @@ layouts           tensors           (shape, dtype) -> an Array's strides and siz
 templates         templates         (search path, module dir) -> Mako TemplateLookup
 profiling_queues  runtime           (context, device) -> a profiling queue (tuning's timings)
 workspaces        runtime           in-order queue -> its kept workspace buffers
+queue_orders      runtime           queue -> whether it runs its commands in order
+pools             tensors           in-order queue -> its memory pool (results, uploads)
 tuning            tuning            (device key, problem key) -> database entry read or stored
 ================= ================= ==============================================================
 """

@@ -28,7 +28,7 @@ from .epilogue import IDENTITY, Epilogue, check as check_epilogue
 from .plan import CHANNELS_FIRST, CHANNELS_LAST, Problem, check_layout
 from .tensors import (
     check_allocation, check_device_dtype, check_out, check_tensor, common_dtype, empty_array, pick_queue,
-    result_allocator, to_operand,
+    result_allocator, to_operand, wait_list,
 )
 
 Tensor = Any  # numpy.ndarray | pyopencl.array.Array
@@ -164,9 +164,7 @@ def _execute(call: _Call) -> Tensor:
     result = out if out is not None else empty_array(queue, static.result_shape, static.dtype,
                                                      result_allocator(user, queue))
     operands[static.result_role], _ = to_operand(result, queue)
-    wait_for = [e for v in user.values() if isinstance(v, cl_array.Array) for e in v.events] or None
-    if out is not None:
-        wait_for = (wait_for or []) + list(out.events)
+    wait_for = wait_list([*user.values(), out], queue)
     events = planner.run(problem, queue, algorithm, operands, wait_for)
     # The launches waited for every event the result had (out=), so the last one stands for them
     # all: an out= Array reused call after call keeps one event, where appending (add_event) grew
@@ -499,8 +497,7 @@ def _bias_gradient(grad_output: Tensor, batched_shape: tuple[int, ...], queue: c
     operand, holder = to_operand(grad_output, queue)
     result = empty_array(queue, (channels,), dtype, result_allocator({"grad_output": grad_output}, queue))
     db, _ = to_operand(result, queue)
-    wait_for = list(grad_output.events) if isinstance(grad_output, cl_array.Array) else None
-    events = runner.run(queue, {"dy": operand, "db": db}, wait_for=wait_for)
+    events = runner.run(queue, {"dy": operand, "db": db}, wait_for=wait_list([grad_output], queue))
     result.add_event(events[-1])
     del holder
     return result if as_array else result.get(queue)

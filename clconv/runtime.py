@@ -186,8 +186,15 @@ class Runner:
 
 def in_order(queue: cl.CommandQueue) -> bool:
     """Whether ``queue`` runs its commands one after another: what makes reusing a buffer between
-    calls on it safe (kept workspaces, pooled results)."""
-    return not queue.properties & cl.command_queue_properties.OUT_OF_ORDER_EXEC_MODE_ENABLE
+    calls on it safe (kept workspaces, pooled results) and waiting for its own events needless.
+    A queue's properties never change: asked of the driver once per queue."""
+    ordered = _orders.get(queue)
+    if ordered is None:
+        ordered = _orders.put(queue, not queue.properties & cl.command_queue_properties.OUT_OF_ORDER_EXEC_MODE_ENABLE)
+    return ordered
+
+
+_orders: Cache[bool] = Cache("queue_orders", maxsize=16)
 
 
 class Workspaces:

@@ -7,7 +7,7 @@ the same queue, with no host round trip.  Everything here runs before any alloca
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Iterable
 
 import numpy as np
 import pyopencl as cl
@@ -89,6 +89,18 @@ def pick_queue(tensors: dict[str, Any], queue: cl.CommandQueue | None) -> tuple[
         if value.context != context:
             raise TypeError(f"{name} lives in another OpenCL context than the queue the call runs on")
     return queue, bool(arrays)
+
+
+def wait_list(tensors: Iterable[Any], queue: cl.CommandQueue) -> list[cl.Event] | None:
+    """The events a call on ``queue`` must wait for: those of the device Arrays among ``tensors``,
+    except, on an in-order queue, the queue's own, which it runs in order anyway.  On NVIDIA's
+    driver every event in a wait list costs host time per enqueue (a data gradient's stream: 64 ->
+    50 us per call without its inputs' long-finished upload events), and a weight keeps its upload
+    event for as long as it lives."""
+    ordered = in_order(queue)
+    events = [event for value in tensors if isinstance(value, cl_array.Array) for event in value.events
+              if not (ordered and event.command_queue == queue)]
+    return events or None
 
 
 def check_device_dtype(dtype: np.dtype, queue: cl.CommandQueue) -> None:

@@ -68,6 +68,31 @@ def test_an_out_array_reused_call_after_call_keeps_one_event(queue, rng, monkeyp
     assert_matches(out.get(), reference.forward(g, 20 * x, w), g.reduction_length)
 
 
+def test_a_call_waits_for_other_queues_events_but_not_its_own(queue, rng):
+    """The wait list of a call on an in-order queue: another queue's event and a user event stay,
+    the queue's own events go (it runs them in order); an out-of-order queue waits for all."""
+    from clconv.tensors import wait_list
+
+    own = cl_array.to_device(queue, random(rng, (4,)))
+    other_queue = cl.CommandQueue(queue.context)
+    other = cl_array.to_device(other_queue, random(rng, (4,)))
+    gate = cl.UserEvent(queue.context)
+    gated = cl_array.to_device(queue, random(rng, (4,)))
+    gated.add_event(gate)
+    try:
+        waited = wait_list([own, None, other, gated, random(rng, (4,))], queue)
+        assert waited is not None and len(waited) == 2
+        assert {event.int_ptr for event in waited} == {other.events[0].int_ptr, gate.int_ptr}
+        assert wait_list([own], queue) is None
+        try:
+            ooo = cl.CommandQueue(queue.context, properties=cl.command_queue_properties.OUT_OF_ORDER_EXEC_MODE_ENABLE)
+        except cl.Error:
+            return
+        assert len(wait_list([own.with_queue(ooo)], ooo)) == len(own.events) == 1
+    finally:
+        gate.set_status(cl.command_execution_status.COMPLETE)
+
+
 STORE = """
 __kernel void clc_store(__global float* a, const long a_off, const int value) { a[a_off] = value; }
 __kernel void clc_four(__global float* x, const long x_off, __global float* col, __global float* bias,

@@ -264,7 +264,9 @@ def random_operands(problem: Problem, queue: cl.CommandQueue, seed: int = 0) -> 
 def time_runner(runner: Runner, queue: cl.CommandQueue, operands: dict[str, Operand], repeats: int,
                 statistic: Callable[[list[float]], float] = statistics.median) -> float:
     """``statistic`` (median) of the seconds of one run over ``repeats`` runs: profiling events from
-    the first launch's start to the last's end.  ``queue`` must record profiling events."""
+    the first launch's start to the last's end, on ``queue`` if it records them, else on its
+    profiling twin (:func:`profiling_queue`; the default queue does not profile)."""
+    queue = profiling_queue(queue)
     cl.wait_for_events(runner.run(queue, operands))  # warm-up: first-launch costs stay out
     times = []
     for _ in range(repeats):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pyopencl as cl
 
 import clconv
 from clconv import tuning
@@ -88,3 +89,15 @@ def test_stream_timing_counts_each_call_and_syncs_once_per_stream():
     seconds = stream_seconds_per_call(lambda: calls.append(1), lambda: syncs.append(1), calls=7, repeats=3)
     assert len(calls) == 7 * 3 and len(syncs) == 3
     assert seconds >= 0
+
+
+def test_host_overhead_figures_on_the_default_queue():
+    """``bench --first-call``'s host figures: the default queue records no profiling events, so the
+    kernel times come from its profiling twin (this failed on the H200 once the default queue
+    stopped profiling)."""
+    from clconv.tools.first_call import host_overhead
+
+    figures = host_overhead(parse_descriptor("mb1ic4ih6oc4oh6kh3ph1").geometry, calls=20, repeats=1)
+    assert not clconv.default_queue().properties & cl.command_queue_properties.PROFILING_ENABLE
+    for key in ("tiny_us", "tiny_alloc_us", "tiny_pool_us", "tiny_launch_us", "tiny_kernel_us", "wall_us", "kernel_us"):
+        assert np.isfinite(figures[key]) and figures[key] > 0, (key, figures[key])

@@ -142,12 +142,11 @@ class Runner:
         Workspaces come from the queue's kept buffers (:class:`Workspaces`) on an in-order queue;
         on an out-of-order queue they are allocated per call and released when the buffers' last
         reference goes (OpenCL keeps them alive until the kernels finish)."""
-        kept = Workspaces.of(queue)  # also what says the queue is in order (a lookup, no driver query)
-        if kept is None:
-            spaces = self._allocate(queue, {}) if self.workspaces else {}
-            return self._enqueue(queue, operands, spaces, wait_for, chain=True)
         if not self.workspaces:
-            return self._enqueue(queue, operands, {}, wait_for, chain=False)
+            return self._enqueue(queue, operands, {}, wait_for, chain=not in_order(queue))
+        kept = Workspaces.of(queue)
+        if kept is None:  # an out-of-order queue
+            return self._enqueue(queue, operands, self._allocate(queue, {}), wait_for, chain=True)
         # held from the first launch to the last: another thread's call on this queue must not
         # enqueue its own use of the workspace buffers between this call's kernels
         with kept.lock:

@@ -10,6 +10,8 @@ cache             owner             maps
 ================= ================= ==============================================================
 calls             ops               a call's static part (pass, geometry, dtype, queue, algorithm)
                                     -> its checked problem and result shape
+repeats           ops               a call's raw arguments (tensor shapes and dtypes, the other
+                                    arguments with their types, the queue) -> the same
 choices           planner           (problem, queue, algorithm, settings, tuning generation) -> Runner
 runners           planner           (problem, algorithm, config, queue, settings) -> Runner
 programs          builder           (context, device, source hash, options) -> built program

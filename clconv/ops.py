@@ -9,6 +9,7 @@ call the same way and shows the kernels it would run instead of running them.
 from __future__ import annotations
 
 import inspect
+import operator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, NamedTuple, Sequence, Tuple, Union
@@ -188,6 +189,82 @@ def _checked(**tensors: Any) -> dict[str, Tensor]:
     return {name: check_tensor(name, value, optional=name in ("bias", "residual")) for name, value in tensors.items()}
 
 
+# -- repeated calls ---------------------------------------------------------------------------------
+
+_repeats: Cache[_Static] = Cache("repeats", maxsize=4096)
+
+
+def _plain_key(values: tuple) -> tuple | None:
+    """``values`` (a call's arguments other than tensors) as a memo key, with their types so that
+    ``1``, ``True`` and ``1.0`` differ: when each is None, an int, a float, a string or a tuple of
+    ints or of tuples of ints (sizes and padding pairs), else None (the call is checked in full)."""
+    for value in values:
+        kind = type(value)
+        if kind is tuple:
+            for item in value:
+                if type(item) is not int and not (type(item) is tuple and all(type(i) is int for i in item)):
+                    return None
+        elif kind is not int and kind is not float and kind is not str and value is not None:
+            return None
+    return values, tuple(map(type, values))
+
+
+def _repeatable(family: str, tensors: tuple[str, ...]) -> Callable[[Callable[..., _Call]], Callable[..., _Call]]:
+    """A family's checking function (``ndim, *arguments`` -> :class:`_Call`), with a memo for the
+    calls a stream repeats: device Arrays on one queue, no ``queue=`` or ``out=``.
+
+    Everything the checks derive (the resolved geometry, the problem, the result's shape) depends
+    only on the tensors' shapes and dtypes, the other arguments and the queue; so a call whose key
+    was checked in full before is left with the checks that depend on the tensors themselves (type,
+    contiguity, offset: ``check_tensor``).  Anything else, or a tensor those checks refuse, takes the
+    full path, whose errors name the argument."""
+    roles = OPS[family].roles
+
+    def decorate(check: Callable[..., _Call]) -> Callable[..., _Call]:
+        names = list(inspect.signature(check).parameters)
+        tensor_at = tuple((name, names.index(name), roles[name]) for name in tensors)
+        queue_at, out_at, algorithm_at = names.index("queue"), names.index("out"), names.index("algorithm")
+        others = operator.itemgetter(*[i for i, name in enumerate(names)
+                                       if name not in tensors and i not in (queue_at, out_at)])
+
+        def checked(*args: Any, **kwargs: Any) -> _Call:
+            key, queue = None, None
+            if not kwargs and len(args) == len(names) and args[queue_at] is None and args[out_at] is None:
+                layouts: list[tuple | None] = []
+                for _, i, _ in tensor_at:
+                    value = args[i]
+                    if value is None:
+                        layouts.append(None)
+                    elif type(value) is cl_array.Array and (queue is None or value.queue is queue):
+                        queue = value.queue
+                        layouts.append((value.shape, value.dtype))
+                    else:
+                        break
+                else:
+                    plain = _plain_key(others(args)) if queue is not None else None
+                    key = (family, queue, tuple(layouts), plain) if plain is not None else None
+            if key is not None and queue is not None:
+                static = _repeats.get(key)
+                if static is not None:
+                    user, present = {}, {}
+                    for name, i, role in tensor_at:
+                        value = user[name] = args[i]
+                        if value is not None:
+                            if check_tensor(name, value) is not value:
+                                break
+                            present[role] = value
+                    else:
+                        return _Call(static, present, user, queue, True, args[algorithm_at], None)
+            call = check(*args, **kwargs)
+            if key is not None:
+                _repeats.put(key, call.static)
+            return call
+
+        checked.__wrapped__ = check  # type: ignore[attr-defined]
+        return checked
+    return decorate
+
+
 # The public op functions, each with its family and dimensionality: what render() resolves.
 _OP_OF: dict[Callable[..., Any], tuple[str, int]] = {}
 
@@ -238,6 +315,7 @@ def render(op: Callable[..., Any], *args: Any, **kwargs: Any) -> str:
 # -- forward convolution ---------------------------------------------------------------------------
 
 
+@_repeatable("conv", ("input", "weight", "bias", "residual"))
 def _conv(ndim, input, weight, bias, stride, padding, dilation, groups, activation, negative_slope, residual, alpha,
           beta, layout, algorithm, queue, out):
     user = _checked(input=input, weight=weight, bias=bias, residual=residual)
@@ -285,6 +363,7 @@ def conv3d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: In
 # -- gradients of the convolution (torch.nn.grad) ----------------------------------------------------
 
 
+@_repeatable("conv_input", ("weight", "grad_output"))
 def _conv_input(ndim, input_size, weight, grad_output, stride, padding, dilation, groups, layout, algorithm, queue, out):
     user = _checked(weight=weight, grad_output=grad_output)
     planner.check_algorithm(algorithm, OPS["conv_input"].pass_)
@@ -294,6 +373,7 @@ def _conv_input(ndim, input_size, weight, grad_output, stride, padding, dilation
     return _prepare("conv_input", resolved, user, algorithm, queue, out, layout=layout)
 
 
+@_repeatable("conv_weight", ("input", "grad_output"))
 def _conv_weight(ndim, input, weight_size, grad_output, stride, padding, dilation, groups, layout, algorithm, queue, out):
     user = _checked(input=input, grad_output=grad_output)
     planner.check_algorithm(algorithm, OPS["conv_weight"].pass_)
@@ -354,6 +434,7 @@ def conv3d_weight(input: Tensor, weight_size: Sequence[int], grad_output: Tensor
 # -- transposed convolution and its gradients -------------------------------------------------------
 
 
+@_repeatable("conv_transpose", ("input", "weight", "bias", "residual"))
 def _conv_transpose(ndim, input, weight, bias, stride, padding, output_padding, groups, dilation, activation,
                     negative_slope, residual, alpha, beta, layout, algorithm, queue, out):
     user = _checked(input=input, weight=weight, bias=bias, residual=residual)
@@ -400,6 +481,7 @@ def conv_transpose3d(input: Tensor, weight: Tensor, bias: Tensor | None = None, 
                                     negative_slope, residual, alpha, beta, layout, algorithm, queue, out))
 
 
+@_repeatable("conv_transpose_input", ("grad_output", "weight"))
 def _conv_transpose_input(ndim, grad_output, weight, stride, padding, output_padding, groups, dilation, layout, algorithm, queue, out):
     user = _checked(grad_output=grad_output, weight=weight)
     planner.check_algorithm(algorithm, OPS["conv_transpose_input"].pass_)
@@ -409,6 +491,7 @@ def _conv_transpose_input(ndim, grad_output, weight, stride, padding, output_pad
     return _prepare("conv_transpose_input", resolved, user, algorithm, queue, out, layout=layout)
 
 
+@_repeatable("conv_transpose_weight", ("input", "grad_output"))
 def _conv_transpose_weight(ndim, input, weight_size, grad_output, stride, padding, output_padding, groups, dilation,
                            layout, algorithm, queue, out):
     user = _checked(input=input, grad_output=grad_output)

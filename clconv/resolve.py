@@ -189,7 +189,7 @@ def _check_bias(bias_shape: tuple[int, ...] | None, channels: int) -> None:
 _TAG = object()  # marks a tagged value in a key: no argument a user passes can equal it
 
 
-def _frozen(value: Any) -> Any:
+def frozen(value: Any) -> Any:
     """A hashable key that tells apart what the resolvers tell apart: ``1``, ``True`` and ``1.0``
     are equal and hash alike, but only ``1`` is a valid size, so anything but an int, a string or
     None carries its type (ints and tuples of ints, the usual case, go through as they are)."""
@@ -199,10 +199,10 @@ def _frozen(value: Any) -> Any:
     if kind is tuple:
         for item in value:
             if type(item) is not int:
-                return tuple([item if type(item) is int or item is None else _frozen(item) for item in value])
+                return tuple([item if type(item) is int or item is None else frozen(item) for item in value])
         return value
     if kind is list:
-        return (_TAG, list, tuple([_frozen(item) for item in value]))
+        return (_TAG, list, tuple([frozen(item) for item in value]))
     if kind is bool or kind is float:
         return (_TAG, kind, value)
     raise TypeError  # anything else (numpy integers, arrays, ...) is resolved afresh each time
@@ -213,7 +213,7 @@ def _memoized(resolver):
     lookup instead of the whole validation.  Errors are not remembered."""
     def wrapper(*args: Any, **kwargs: Any) -> "Resolved":
         try:
-            key = (resolver.__name__, _frozen(args), _frozen(tuple(sorted(kwargs.items()))) if kwargs else None)
+            key = (resolver.__name__, frozen(args), frozen(tuple(sorted(kwargs.items()))) if kwargs else None)
         except TypeError:
             return resolver(*args, **kwargs)
         hit = _resolutions.get(key)

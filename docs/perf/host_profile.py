@@ -1,7 +1,8 @@
 """Host time per call of a stream of default calls (no profiler), the same with ``out=`` given (no
-result allocation), then a cProfile of the default calls: the op layer's share of the host-bound
+result allocation), with and without the memo of repeated calls, then a cProfile of the default calls: the op layer's share of the host-bound
 stream rows of issue 12 (VGG-11's conv4_1 forward at batch 8, a batch-1 7x7 data gradient, a
 batch-8 weight gradient).  `python docs/perf/host_profile.py` on the GPU machine."""
+import contextlib
 import cProfile
 import pstats
 import time
@@ -10,8 +11,23 @@ import numpy as np
 import pyopencl.array as cla
 
 import clconv
+from clconv import ops
 
 CALLS = 200
+FAMILIES = ("_conv", "_conv_input", "_conv_weight")
+
+
+@contextlib.contextmanager
+def full_checks():
+    """The ops' checking functions without their memo of repeated calls (ops._repeatable)."""
+    saved = {name: getattr(ops, name) for name in FAMILIES}
+    for name, checked in saved.items():
+        setattr(ops, name, checked.__wrapped__)
+    try:
+        yield
+    finally:
+        for name, checked in saved.items():
+            setattr(ops, name, checked)
 
 
 def per_call_us(fn, q):
@@ -52,8 +68,13 @@ def main():
         with_events = per_call_us(default, q)
         for array in (x, w, w7, dy7, x8, dy8):
             array.finish()  # the inputs' upload events: no wait list
-        print(f"{label}: default {with_events:.1f} us/call enqueued, inputs without events {per_call_us(default, q):.1f}, "
-              f"out= given {per_call_us(given, q):.1f}")
+        memo, full = [], []
+        for _ in range(3):  # interleaved: the memo of repeated calls against the full checks each call
+            memo.append(per_call_us(default, q))
+            with full_checks():
+                full.append(per_call_us(default, q))
+        print(f"{label}: default {with_events:.1f} us/call enqueued, inputs without events {min(memo):.1f} "
+              f"(every call checked in full: {min(full):.1f}), out= given {per_call_us(given, q):.1f}")
         profile = cProfile.Profile()
         profile.enable()
         for _ in range(CALLS):

@@ -93,6 +93,43 @@ def test_a_call_waits_for_other_queues_events_but_not_its_own(queue, rng):
         gate.set_status(cl.command_execution_status.COMPLETE)
 
 
+def test_repeated_calls_skip_the_static_checks_but_never_the_tensors_own(queue, rng):
+    """A call repeated with the same shapes, dtypes, arguments and queue reuses its checked static
+    part (one memo entry, whatever the data), and is right each time; a repeat with a tensor the
+    per-call checks refuse, an argument of another type or an Array of another queue takes the
+    full path and its errors."""
+    from clconv import ops
+
+    x, w, b = random(rng, (2, 3, 7, 6)), random(rng, (4, 3, 3, 3)), random(rng, (4,))
+    g = resolve_conv(2, x.shape, w.shape, b.shape, 1, 1, 1, 1).geometry
+    xd, wd, bd = (cl_array.to_device(queue, a) for a in (x, w, b))
+    clconv.clear_caches()
+    for step in range(3):
+        scaled = xd * float(step + 1)
+        got = clconv.conv2d(scaled, wd, bd, padding=1).get()
+        ref = reference.forward(g, (step + 1) * x.astype(np.float64), w, b)
+        assert_matches(got, ref, g.reduction_length)
+    assert len(ops._repeats) == 1
+    dy = cl_array.to_device(queue, random(rng, (2, 4, 7, 6)))
+    for _ in range(2):  # the gradients have their own entries
+        assert_matches(clconv.conv2d_input(x.shape, wd, dy, padding=1), reference.backward_data(g, dy.get(), w),
+                       g.reduction_length)
+        assert_matches(clconv.conv2d_weight(xd, w.shape, dy, padding=1), reference.backward_weight(g, x, dy.get()),
+                       g.reduction_length)
+    assert len(ops._repeats) == 3
+    wide = cl_array.to_device(queue, random(rng, (2, 3, 7, 12)))
+    with pytest.raises(ValueError, match="input must be a C-contiguous"):
+        clconv.conv2d(wide[:, :, :, ::2], wd, bd, padding=1)  # same shape, not contiguous
+    with pytest.raises(TypeError, match="padding"):
+        clconv.conv2d(xd, wd, bd, padding=True)  # True == 1, but no padding
+    with pytest.raises(TypeError, match="groups"):
+        clconv.conv2d(xd, wd, bd, padding=1, groups=1.0)
+    other = cl.CommandQueue(queue.context)
+    got = clconv.conv2d(xd.with_queue(other), wd.with_queue(other), bd.with_queue(other), padding=1)
+    assert got.queue is other
+    assert_matches(got, reference.forward(g, x, w, b), g.reduction_length)
+
+
 STORE = """
 __kernel void clc_store(__global float* a, const long a_off, const int value) { a[a_off] = value; }
 __kernel void clc_four(__global float* x, const long x_off, __global float* col, __global float* bias,

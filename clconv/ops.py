@@ -216,8 +216,9 @@ def _repeatable(family: str, tensors: tuple[str, ...]) -> Callable[[Callable[...
     Everything the checks derive (the resolved geometry, the problem, the result's shape) depends
     only on the tensors' shapes and dtypes, the other arguments and the queue; so a call whose key
     was checked in full before is left with the checks that depend on the tensors themselves (type,
-    contiguity, offset: ``check_tensor``).  Anything else, or a tensor those checks refuse, takes the
-    full path, whose errors name the argument."""
+    contiguity, offset: ``check_tensor``, in the full path's order and with its errors).  Any other
+    call (numpy tensors, an Array without a queue, Arrays of two queues, argument types the key does
+    not take) takes the full path."""
     roles = OPS[family].roles
 
     def decorate(check: Callable[..., _Call]) -> Callable[..., _Call]:
@@ -235,7 +236,7 @@ def _repeatable(family: str, tensors: tuple[str, ...]) -> Callable[[Callable[...
                     value = args[i]
                     if value is None:
                         layouts.append(None)
-                    elif type(value) is cl_array.Array and (queue is None or value.queue is queue):
+                    elif type(value) is cl_array.Array and value.queue is not None and (queue is None or value.queue is queue):
                         queue = value.queue
                         layouts.append((value.shape, value.dtype))
                     else:
@@ -250,11 +251,8 @@ def _repeatable(family: str, tensors: tuple[str, ...]) -> Callable[[Callable[...
                     for name, i, role in tensor_at:
                         value = user[name] = args[i]
                         if value is not None:
-                            if check_tensor(name, value) is not value:
-                                break
-                            present[role] = value
-                    else:
-                        return _Call(static, present, user, queue, True, args[algorithm_at], None)
+                            present[role] = check_tensor(name, value)  # raises as the full path would
+                    return _Call(static, present, user, queue, True, args[algorithm_at], None)
             call = check(*args, **kwargs)
             if key is not None:
                 _repeats.put(key, call.static)

@@ -131,7 +131,7 @@ def test_repeated_calls_skip_the_static_checks_but_never_the_tensors_own(queue, 
     # an Array without a queue is checked in full each time: here, against the weight's context
     assert_matches(clconv.conv2d(xd.with_queue(None), wd, bd, padding=1), reference.forward(g, x, w, b),
                    g.reduction_length)
-    elsewhere = cl_array.to_device(cl.CommandQueue(cl.Context([queue.device])), x).with_queue(None)
+    elsewhere = cl_array.to_device(clconv.new_queue(queue.device), x).with_queue(None)  # keeps its context alive
     with pytest.raises(TypeError, match="input lives in another OpenCL context"):
         clconv.conv2d(elsewhere, wd, bd, padding=1)
 

@@ -61,17 +61,26 @@ def time_torch(torch: Any, fn: Callable[[], Any], repeats: int, gpu: bool,
     return statistic(times)
 
 
-def stream_seconds_per_call(call: Callable[[], Any], sync: Callable[[], Any], calls: int, repeats: int) -> float:
-    """Seconds per call of a stream of ``calls`` calls with one ``sync()`` at its end, the best of
-    ``repeats`` streams: the host's cost per call when the device keeps up."""
-    best = float("inf")
+def stream_times(call: Callable[[], Any], sync: Callable[[], Any], calls: int, repeats: int) -> tuple[float, float]:
+    """Seconds per call of a stream of ``calls`` calls: making them (the host's enqueue, which
+    blocks only where the device falls far behind) and with one ``sync()`` at the stream's end,
+    each the best of ``repeats`` streams."""
+    enqueued = total = float("inf")
     for _ in range(repeats):
         t0 = time.perf_counter()
         for _ in range(calls):
             call()
+        t1 = time.perf_counter()
         sync()
-        best = min(best, (time.perf_counter() - t0) / calls)
-    return best
+        t2 = time.perf_counter()
+        enqueued, total = min(enqueued, (t1 - t0) / calls), min(total, (t2 - t0) / calls)
+    return enqueued, total
+
+
+def stream_seconds_per_call(call: Callable[[], Any], sync: Callable[[], Any], calls: int, repeats: int) -> float:
+    """Seconds per call of a stream of ``calls`` calls with one ``sync()`` at its end, the best of
+    ``repeats`` streams: the host's cost per call when the device keeps up."""
+    return stream_times(call, sync, calls, repeats)[1]
 
 
 STREAM_CALLS = 20  # calls per timed stream (one synchronisation at its end)

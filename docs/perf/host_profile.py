@@ -5,13 +5,13 @@ batch-8 weight gradient).  `python docs/perf/host_profile.py` on the GPU machine
 import contextlib
 import cProfile
 import pstats
-import time
 
 import numpy as np
 import pyopencl.array as cla
 
 import clconv
 from clconv import ops
+from clconv.tools.timing import stream_times
 
 CALLS = 200
 FAMILIES = ("_conv", "_conv_input", "_conv_weight")
@@ -31,18 +31,11 @@ def full_checks():
 
 
 def per_call_us(fn, q):
+    """Host time per call of a stream of default calls (its enqueue: the device keeps up or not)."""
     for _ in range(5):
         fn()
     q.finish()
-    best = float("inf")
-    for _ in range(3):
-        start = time.perf_counter()
-        for _ in range(CALLS):
-            fn()
-        enqueued = time.perf_counter() - start
-        q.finish()
-        best = min(best, enqueued)
-    return 1e6 * best / CALLS
+    return 1e6 * stream_times(fn, q.finish, CALLS, 3)[0]
 
 
 def main():

@@ -29,6 +29,7 @@ import pyopencl as cl
 import pyopencl.array as cla
 
 import clconv
+from clconv.tools.timing import stream_seconds_per_call, stream_times
 
 SIGNATURE = """__kernel void probe(__global float* a, const long a_off, __global float* b, const long b_off,
                     __global float* c, const long c_off, __global float* d, const long d_off,
@@ -37,13 +38,10 @@ SIGNATURE = """__kernel void probe(__global float* a, const long a_off, __global
 
 
 def per_call_us(fn, queue, calls=3000):
+    """Host time per call, the queue drained inside the timing (launches pile up otherwise)."""
     fn()
     queue.finish()
-    start = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    queue.finish()
-    return 1e6 * (time.perf_counter() - start) / calls
+    return 1e6 * stream_seconds_per_call(fn, queue.finish, calls, 1)
 
 
 def opencl_library():
@@ -128,15 +126,9 @@ def streams(context, device):
                 for _ in range(5):
                     clconv.conv2d(x, w, padding=pad)
                 queue.finish()
-                best = float("inf")
-                for _ in range(3):
-                    start = time.perf_counter()
-                    for _ in range(calls):
-                        clconv.conv2d(x, w, padding=pad)
-                    enqueued = time.perf_counter() - start
-                    queue.finish()
-                    best = min(best, time.perf_counter() - start)
-                line.append(f"{name} {1e6 * best / calls:.1f} us/call (enqueue {1e6 * enqueued / calls:.1f})")
+                enqueued, total = stream_times(lambda x=x, w=w, pad=pad: clconv.conv2d(x, w, padding=pad),
+                                               queue.finish, calls, 3)
+                line.append(f"{name} {1e6 * total:.1f} us/call (enqueue {1e6 * enqueued:.1f})")
             print(f"round {round_} stream {label}: " + "; ".join(line))
 
 

@@ -11,7 +11,6 @@ stream of 200 on an in-order queue without profiling,
 
 Each as "host enqueue time / time with the final sync", for every pass.  ``python docs/perf/stream_split.py``.
 """
-import time
 
 import numpy as np
 import pyopencl.array as cla
@@ -21,7 +20,7 @@ from clconv import planner, runtime
 from clconv.plan import Problem
 from clconv.passes import ROLE_SHAPES
 from clconv.tools.shapes import parse_descriptor
-from clconv.tools.timing import default_call
+from clconv.tools.timing import default_call, stream_times
 
 CALLS = 200
 LAYERS = {  # descriptors (clconv.tools.shapes): the layers of the host-bound rows of bench's stream column
@@ -37,16 +36,8 @@ ALGORITHMS = ("implicit_gemm", "im2col", "winograd")
 def stream(fn, queue, calls=CALLS, rounds=3):
     fn()
     queue.finish()
-    best = (float("inf"), float("inf"))
-    for _ in range(rounds):
-        start = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        enqueued = time.perf_counter() - start
-        queue.finish()
-        total = time.perf_counter() - start
-        best = min(best, (total, enqueued))
-    return f"{1e6 * best[1] / calls:6.1f} / {1e6 * best[0] / calls:6.1f}"
+    enqueued, total = stream_times(fn, queue.finish, calls, rounds)
+    return f"{1e6 * enqueued:6.1f} / {1e6 * total:6.1f}"
 
 
 def measure(label, g, pass_, arrays, q, prof):

@@ -228,31 +228,35 @@ def _repeatable(family: str, tensors: tuple[str, ...]) -> Callable[[Callable[...
         others = operator.itemgetter(*[i for i, name in enumerate(names)
                                        if name not in tensors and i not in (queue_at, out_at)])
 
+        def key_of(args: tuple) -> tuple | None:
+            """(family, queue, the tensors' shapes and dtypes, the other arguments), or None."""
+            if len(args) != len(names) or args[queue_at] is not None or args[out_at] is not None:
+                return None
+            queue: cl.CommandQueue | None = None
+            layouts: list[tuple | None] = []
+            for _, i, _ in tensor_at:
+                value = args[i]
+                if value is None:
+                    layouts.append(None)
+                    continue
+                if (type(value) is not cl_array.Array or value.queue is None
+                        or (queue is not None and value.queue is not queue)):
+                    return None
+                queue = value.queue
+                layouts.append((value.shape, value.dtype))
+            plain = _plain_key(others(args)) if queue is not None else None
+            return None if plain is None else (family, queue, tuple(layouts), plain)
+
         def checked(*args: Any, **kwargs: Any) -> _Call:
-            key, queue = None, None
-            if not kwargs and len(args) == len(names) and args[queue_at] is None and args[out_at] is None:
-                layouts: list[tuple | None] = []
-                for _, i, _ in tensor_at:
-                    value = args[i]
-                    if value is None:
-                        layouts.append(None)
-                    elif type(value) is cl_array.Array and value.queue is not None and (queue is None or value.queue is queue):
-                        queue = value.queue
-                        layouts.append((value.shape, value.dtype))
-                    else:
-                        break
-                else:
-                    plain = _plain_key(others(args)) if queue is not None else None
-                    key = (family, queue, tuple(layouts), plain) if plain is not None else None
-            if key is not None and queue is not None:
-                static = _repeats.get(key)
-                if static is not None:
-                    user, present = {}, {}
-                    for name, i, role in tensor_at:
-                        value = user[name] = args[i]
-                        if value is not None:
-                            present[role] = check_tensor(name, value)  # raises as the full path would
-                    return _Call(static, present, user, queue, True, args[algorithm_at], None)
+            key = None if kwargs else key_of(args)
+            static = _repeats.get(key) if key is not None else None
+            if key is not None and static is not None:
+                user, present = {}, {}
+                for name, i, role in tensor_at:
+                    value = user[name] = args[i]
+                    if value is not None:
+                        present[role] = check_tensor(name, value)  # raises as the full path would
+                return _Call(static, present, user, key[1], True, args[algorithm_at], None)
             call = check(*args, **kwargs)
             if key is not None:
                 _repeats.put(key, call.static)

@@ -22,6 +22,7 @@ profiling_queues  runtime           (context, device) -> a profiling queue (tuni
 workspaces        runtime           in-order queue -> its kept workspace buffers
 queue_orders      runtime           queue -> whether it runs its commands in order
 pools             tensors           in-order queue -> its memory pool (results, uploads)
+event_queues      tensors           event -> the queue it was enqueued on (wait lists)
 tuning            tuning            (device key, problem key) -> database entry read or stored
 ================= ================= ==============================================================
 """

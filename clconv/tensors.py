@@ -99,8 +99,21 @@ def wait_list(tensors: Iterable[Any], queue: cl.CommandQueue) -> list[cl.Event] 
     event for as long as it lives."""
     ordered = in_order(queue)
     events = [event for value in tensors if isinstance(value, cl_array.Array) for event in value.events
-              if not (ordered and event.command_queue == queue)]
+              if not (ordered and _queue_of(event) == queue)]
     return events or None
+
+
+def _queue_of(event: cl.Event) -> cl.CommandQueue:
+    """The queue ``event`` was enqueued on.  Asking the driver makes a new queue object each time
+    (~0.6 us on PoCL's host); a weight's upload event is asked about on every call it takes part in."""
+    queue = _event_queues.get(event)
+    if queue is None:
+        queue = _event_queues.put(event, event.command_queue)
+    return queue
+
+
+# event -> its queue (the key holds the event, so its handle is not reused while the entry lives)
+_event_queues: Cache[cl.CommandQueue] = Cache("event_queues", maxsize=64)
 
 
 def check_device_dtype(dtype: np.dtype, queue: cl.CommandQueue) -> None:
@@ -148,8 +161,10 @@ def queue_pool(queue: cl.CommandQueue) -> cl_tools.MemoryPool | None:
     enqueued there: safe on one in-order queue.  (A result used on *another* queue must stay
     referenced until that work is done, as with any pyopencl pool.)  None for out-of-order queues
     and when ``CLCONV_RESULT_POOL=0``.  :func:`empty_cache` returns the held memory to the driver."""
-    pool = _pools.setdefault(
-        queue, lambda: cl_tools.MemoryPool(cl_tools.ImmediateAllocator(queue)) if in_order(queue) else False)
+    pool = _pools.get(queue)
+    if pool is None:
+        pool = _pools.setdefault(
+            queue, lambda: cl_tools.MemoryPool(cl_tools.ImmediateAllocator(queue)) if in_order(queue) else False)
     return pool if pool is not False and settings.result_pool_enabled() else None
 
 

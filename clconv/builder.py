@@ -21,7 +21,9 @@ import logging
 import os
 import struct
 import tempfile
+import threading
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,8 +53,17 @@ class CacheStats:
     corrupt_entries: int = 0
     write_failures: int = 0
 
+    def count(self, name: str) -> None:
+        """One more of counter ``name``: builds run on several threads (a plan's programs, tuning's
+        candidates), and ``+=`` on an attribute can lose an update between them."""
+        with _stats_lock:
+            setattr(self, name, getattr(self, name) + 1)
+
     def reset(self) -> None:
         self.__init__()  # type: ignore[misc]
+
+
+_stats_lock = threading.Lock()
 
 
 stats = CacheStats()
@@ -113,7 +124,7 @@ def atomic_write(path: Path, data: bytes) -> bool:
             raise
         return True
     except OSError as exc:
-        stats.write_failures += 1
+        stats.count("write_failures")
         if not _warned_unwritable:
             _warned_unwritable = True
             warnings.warn(
@@ -151,7 +162,7 @@ class ProgramCache:
         key = cache_key(source, options, device)
         program = self._memory.get((context, device, key))
         if program is not None:
-            stats.memory_hits += 1
+            stats.count("memory_hits")
             return program
         program = self._load_or_build(context, device, source, options, key, label)
         self._memory.put((context, device, key), program)
@@ -162,7 +173,7 @@ class ProgramCache:
         if disk_cache_enabled() and path.exists():
             program = self._load(context, device, options, path)
             if program is not None:
-                stats.disk_hits += 1
+                stats.count("disk_hits")
                 return program
         program = self._build(context, device, source, options, key, label)
         if disk_cache_enabled():
@@ -185,7 +196,7 @@ class ProgramCache:
                 reason = f"the driver refused it ({exc})"
         else:
             reason = "it is truncated, corrupt or of another format version"
-        stats.corrupt_entries += 1
+        stats.count("corrupt_entries")
         log.warning("clconv: discarding program cache entry %s: %s; rebuilding", path, reason)
         warnings.warn(f"clconv: discarded a bad program cache entry {path.name}: {reason}", RuntimeWarning, stacklevel=4)
         try:
@@ -195,7 +206,7 @@ class ProgramCache:
         return None
 
     def _build(self, context, device, source, options, key, label) -> cl.Program:
-        stats.source_builds += 1
+        stats.count("source_builds")
         try:
             with quiet_compiler():
                 return cl.Program(context, source).build(options=options, devices=[device])
@@ -258,8 +269,15 @@ def build_program(queue: cl.CommandQueue, source: str, options: str = "", label:
 def build_kernels(queue: cl.CommandQueue, sources: Sequence[RenderedSource], label: str) -> list[dict[str, cl.Kernel]]:
     """Each rendered source's program built (or found in the cache) for ``queue``'s device, as
     ``{entry point: kernel}``."""
-    out = []
-    for source in sources:
-        program = build_program(queue, source.text, label=f"{label} [{source.template}]")
-        out.append({entry: get_kernel(program, entry) for entry in source.entries})
-    return out
+    def build(source: RenderedSource) -> cl.Program:
+        return build_program(queue, source.text, label=f"{label} [{source.template}]")
+
+    if len(sources) > 1:
+        # a plan's programs (Winograd's transforms and its GEMM) built at once: OpenCL compilers
+        # release the GIL, and a new geometry's first call waits for all of them
+        with ThreadPoolExecutor(max_workers=min(len(sources), 4)) as pool:
+            programs = list(pool.map(build, sources))
+    else:
+        programs = [build(source) for source in sources]
+    return [{entry: get_kernel(program, entry) for entry in source.entries}
+            for program, source in zip(programs, sources)]

@@ -31,8 +31,8 @@ from .base import call, source
 # (TM, TN, TK, WM, WN, VW, PIPE): work-group tile M x N, contraction step TK, per-work-item block
 # WM x WN made of VW x VW sub-blocks read from local memory as VW-wide vectors, PIPE: software-
 # pipelined global loads (see templates/gemm.mako).
-TILE_KEYS = ("TM", "TN", "TK", "WM", "WN", "VW", "PIPE", "LANES")
-TILE_DEFAULTS = {"VW": 1, "PIPE": 1, "LANES": 0}  # what a config stored before these keys existed means
+TILE_KEYS = ("TM", "TN", "TK", "WM", "WN", "VW", "PIPE")
+TILE_DEFAULTS = {"VW": 1, "PIPE": 1}  # what a config stored before these keys existed means
 GPU_TILES = [  # in order of preference where they waste the same (measured on an H200: docs/performance.md)
     (128, 64, 16, 8, 4, 4, 1),   # 256 work-items: the most frequent winner
     (64, 128, 16, 8, 8, 4, 1),   # 128 work-items, 8x8 blocks: 56x56 layers

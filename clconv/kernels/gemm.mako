@@ -16,9 +16,7 @@
 ## one launch, the group index g's range: the groups, or Winograd's groups x tile positions), M, N, K, TM, TN, TK, WM, WN, VW (vector
 ## width of the register blocks: 1, 2 or 4, dividing WM and WN), PIPE (1: the next step's global
 ## loads are issued before the current step's arithmetic, as GPUs want; 0: load, then compute, which
-## suits PoCL, where registers live across a barrier are spilled per work-item), LANES (0: work-item
-## (tx, ty) is its local id; else the work-items of each 32-wide SIMD group form a block LANES wide
-## along n, which needs RTN % LANES == 0, RTM % (32 / LANES) == 0), KSPLIT (contraction
+## suits PoCL, where registers live across a barrier are spilled per work-item), KSPLIT (contraction
 ## length of one split piece; K when unsplit), a_view/b_view/c_view and their dicts a/b/c,
 ## a_kfast/b_nfast (which index of the operand is contiguous in memory, for coalesced tile loads),
 ## LPAD (elements of padding per local-memory tile row: it must keep rows VW-aligned for the
@@ -116,17 +114,8 @@ void clc_gemm(__global const clc_a_t* restrict a_base, const long a_off,
     __global const clc_data* restrict bias = bias_base + bias_off;
     __global const clc_data* restrict residual = residual_base + residual_off;
 
-    const int lid = get_local_id(1) * ${RTN} + get_local_id(0);
-% if LANES:
-    /* One 32-wide SIMD group (an NVIDIA warp) as a ${32 // LANES} x ${LANES} block of the work-item
-       grid: each k step's local reads then touch ${32 // LANES} A vectors and ${LANES} B vectors of it,
-       one 128-byte pass each, where a row of ${RTN} work-items reads ${RTN} B vectors. */
-    const int lane = lid % 32, simd_group = lid / 32;
-    const int tx = simd_group % ${RTN // LANES} * ${LANES} + lane % ${LANES};
-    const int ty = simd_group / ${RTN // LANES} * ${32 // LANES} + lane / ${LANES};
-% else:
     const int tx = get_local_id(0), ty = get_local_id(1);
-% endif
+    const int lid = ty * ${RTN} + tx;
     const clc_idx n0 = (clc_idx)get_group_id(0) * ${TN};
     const clc_idx m0 = (clc_idx)get_group_id(1) * ${TM};
     const clc_idx g = get_group_id(2) % CLC_GEMMS;
@@ -184,11 +173,7 @@ ${fetch("k0")}
 % endif
         }
         barrier(CLK_LOCAL_MEM_FENCE);
-% if PIPE == 2:
-        if (k0 + ${TK} < k_end) {
-${fetch("(k0 + " + str(TK) + ")")}
-        }
-% elif PIPE:
+% if PIPE:
         {
             /* The next step's tiles, issued before this step's arithmetic.  No branch around them
                (on the last step they read this step's tiles again, never stored): behind one,

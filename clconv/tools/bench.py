@@ -17,9 +17,10 @@ available, else clconv's NumPy reference).  Results go to the terminal and optio
 ``tune`` pre-tunes layers: it measures every candidate ``auto`` would consider and stores the
 winners in the tuning database, with a progress bar, so that later runs (any process) skip tuning.
 
-``bench --first-call`` measures the cost of a new geometry: cold (empty cache: render + build +
-tune), the same geometry in a new process with the disk cache warm, and the host overhead of a
-call once everything is cached.
+``bench --first-call`` measures the cost of a new geometry: cold (empty cache: compiling the
+templates, rendering, building; tuning too under ``CLCONV_TUNE=1``), the same geometry in a new
+process with the disk cache warm, a new geometry once the templates are compiled (builds only),
+and the host overhead of a call once everything is cached.
 
 The work is done in :mod:`clconv.tools.timing` (measuring), :mod:`clconv.tools.libraries` (PyTorch,
 NumPy), :mod:`clconv.tools.report` (tables and files) and :mod:`clconv.tools.first_call`; this
@@ -96,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-stream", action="store_true",
                         help="skip the stream timing (20 default public-API calls, one sync; PyTorch the same way)")
     parser.add_argument("--first-call", action="store_true",
-                        help="measure cold first call, warm-disk-cache first call in a new process, and host overhead")
+                        help="measure cold first call, warm-disk-cache first call in a new process, a new geometry's first call, and host overhead")
     parser.add_argument("--from-json", metavar="FILE", nargs="+",
                         help="no measuring: reprint (and --csv/--plot) the rows of earlier --json files; of "
                              "several runs of one set, each row's fastest time per library (a noisy machine)")

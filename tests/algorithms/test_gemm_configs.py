@@ -43,7 +43,7 @@ def _run(queue, rng, tag, pass_, algorithm, config, bias=False, dtype="float32",
 # -- the GPU tiles ------------------------------------------------------------------------------------
 
 TILES = {
-    # TM, TN, TK, WM, WN, VW, PIPE[, LANES]
+    # TM, TN, TK, WM, WN, VW, PIPE
     "vw4-uneven-loads": (24, 32, 8, 4, 4, 4, 1),  # 48 work-items: the B tile's 256 loads do not divide
     "vw2": (32, 64, 16, 2, 4, 2, 1),
     "vw4-nopipe": (24, 32, 8, 4, 4, 4, 0),
@@ -51,9 +51,6 @@ TILES = {
     # at most 32 work-items, as Mesa's llvmpipe grants: the vector paths on small devices too
     "vw4-24items-uneven": (24, 16, 8, 4, 4, 4, 1),  # 6 x 4 work-items; the B tile's 128 loads do not divide
     "vw2-32items-nopipe": (16, 16, 16, 2, 4, 2, 0),  # 8 x 4 work-items
-    # each 32-wide SIMD group a 4 x 8 (8 x 4) block of the 8 x 16 (16 x 8) work-item grid
-    "lanes8": (32, 64, 16, 4, 4, 4, 1, 8),
-    "lanes4": (64, 32, 8, 4, 4, 4, 1, 4),
 }
 TILE_GEOMETRIES = {"k3p1-odd": ODD_3X3, "g2k3s2d2": GROUPED, "deconv-k4s2": DECONV}
 
@@ -62,13 +59,13 @@ def _tile(name):
     return dict(zip(TILE_KEYS, TILES[name]))
 
 
-# Every tile on every geometry, except the variants that only change the vector width, the
-# pipelining or the work-item arrangement: those run on one geometry (PoCL builds are slow).
+# Every tile on every geometry, except the two variants that only change the vector width or the
+# pipelining: those run on one geometry (PoCL builds are slow).
 TILE_CASES = [
     pytest.param(geometry_name, tile, id=f"{geometry_name}-{tile}")
     for geometry_name in TILE_GEOMETRIES
     for tile in TILES
-    if tile not in ("vw1", "vw4-nopipe", "vw2-32items-nopipe", "lanes8", "lanes4") or geometry_name == "k3p1-odd"
+    if tile not in ("vw1", "vw4-nopipe", "vw2-32items-nopipe") or geometry_name == "k3p1-odd"
 ]
 
 

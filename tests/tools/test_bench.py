@@ -101,3 +101,16 @@ def test_host_overhead_figures_on_the_default_queue():
     assert not clconv.default_queue().properties & cl.command_queue_properties.PROFILING_ENABLE
     for key in ("tiny_us", "tiny_alloc_us", "tiny_pool_us", "tiny_launch_us", "tiny_kernel_us", "wall_us", "kernel_us"):
         assert np.isfinite(figures[key]) and figures[key] > 0, (key, figures[key])
+
+
+def test_first_calls_build_from_source_then_load_from_disk():
+    """``bench --first-call``'s three processes: the cold one builds from source, the warm one loads
+    every program from the disk cache, and a new geometry (one more image) builds its own."""
+    from clconv.tools.first_call import first_call_costs
+
+    result = first_call_costs("mb1ic4ih6oc4oh6kh3ph1", None, quiet=True, host=False)
+    cold, warm, new = result["cold"], result["warm_disk_cache"], result["new_geometry"]
+    assert cold["source_builds"] >= 1 and cold["disk_hits"] == 0, cold
+    assert warm["source_builds"] == 0 and warm["disk_hits"] == cold["source_builds"], warm
+    assert new["source_builds"] >= 1, new
+    assert all(run["first_call_s"] > 0 for run in (cold, warm, new))

@@ -3,6 +3,11 @@ at 28x28, batch 64) and a few tiles, the ptxas report (registers, spills, with -
 and the PTX itself (the program binary NVIDIA's driver returns), written to DIR.
 
     python docs/perf/gemm_ptx.py DIR        (on the GPU machine)
+
+The machine code, on any machine with CUDA's ptxas and PyPI's nvidia-cuda-cuobjdump (the device
+machine has no disassembler): `ptxas -arch=sm_90 -v gemm-X.ptx -o gemm-X.cubin`, then
+`cuobjdump -sass gemm-X.cubin`.  That is how the GEMM core's next-step loads were found placed
+after the step's FMAs (docs/performance.md, 2026-12-02).
 """
 import sys
 from pathlib import Path
@@ -38,7 +43,8 @@ def main():
         log = program.get_build_info(q.device, cl.program_build_info.LOG)
         print(f"{name}: " + " | ".join(line.strip() for line in log.splitlines() if line.strip()))
         (out / f"gemm-{name}.cl").write_text(source)
-        (out / f"gemm-{name}.ptx").write_bytes(program.get_info(cl.program_info.BINARIES)[0])
+        # the binary ends in NUL bytes, which ptxas refuses
+        (out / f"gemm-{name}.ptx").write_bytes(program.get_info(cl.program_info.BINARIES)[0].rstrip(b"\0"))
 
 
 if __name__ == "__main__":

@@ -4,8 +4,8 @@ convolution's direct FLOPs, beside cuBLAS SGEMM of the 1x1 layer's shape (TF32 o
 
 With PIPES = (1, 2) it also times the double-buffered variant (two local tile pairs, one barrier
 per step) of commit 86a98b1, which the template no longer has: on the H200 (2026-12-01) it was
-within -4%..+16% of PIPE 1 tile for tile, never the fastest on the 1x1 1024 layer
-(docs/performance.md)."""
+within -4%..+16% of PIPE 1 tile for tile, never the fastest on the 1x1 1024 layer; retried on
+2026-12-02 with the branchless prefetch, 1-7% slower (docs/performance.md)."""
 import json
 import sys
 

@@ -226,11 +226,44 @@ class ProgramCache:
 def quiet_compiler():
     """No pyopencl CompilerWarning for a build that succeeded with a log: Intel's CPU runtime logs
     every build ("Compilation started ... Done."), which would warn on every new kernel.  A failed
-    build's log is in the BuildError; PYOPENCL_COMPILER_OUTPUT=1 still shows every log."""
-    with warnings.catch_warnings():
-        if not settings.compiler_output_shown():
-            warnings.simplefilter("ignore", cl.CompilerWarning)
+    build's log is in the BuildError; PYOPENCL_COMPILER_OUTPUT=1 still shows every log.
+
+    Builds run on several threads (a plan's programs, tuning's candidates), and the warning filters
+    are one list for the whole process: ``warnings.catch_warnings`` in each thread would restore
+    the list under another thread's build.  So the first build in installs one filter, and the
+    last one out removes it."""
+    global _quiet_builds, _quiet_added
+    if settings.compiler_output_shown():
         yield
+        return
+    with _quiet_lock:
+        if _quiet_builds == 0:
+            _quiet_added = _QUIET not in warnings.filters  # the caller's own identical filter stays theirs
+            if _quiet_added:
+                warnings.filterwarnings("ignore", category=cl.CompilerWarning)
+        _quiet_builds += 1
+    try:
+        yield
+    finally:
+        with _quiet_lock:
+            _quiet_builds -= 1
+            if _quiet_builds == 0 and _quiet_added:
+                _remove_filter(_QUIET)
+
+
+_QUIET = ("ignore", None, cl.CompilerWarning, None, 0)  # the entry filterwarnings makes of it
+_quiet_lock = threading.Lock()
+_quiet_builds = 0  # builds inside quiet_compiler() now, on any thread
+_quiet_added = False  # whether the first of them added the filter
+
+
+def _remove_filter(entry: tuple) -> None:
+    """Take out the filter ``warnings.filterwarnings`` added as ``entry`` (the first such one)."""
+    try:
+        warnings.filters.remove(entry)  # type: ignore[attr-defined]  # a list at run time
+    except ValueError:
+        return  # a catch_warnings() elsewhere already restored a list without it
+    warnings._filters_mutated()  # type: ignore[attr-defined]  # as filterwarnings does: drop cached decisions
 
 
 def _build_log(exc: Exception, device: cl.Device) -> str:

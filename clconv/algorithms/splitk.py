@@ -5,10 +5,13 @@ it runs a handful of work-groups."""
 
 from __future__ import annotations
 
+import math
+from typing import Any
+
 from .. import limits, settings
 from ..plan import LAYOUTS, Plan, Problem, rounded
 from .base import Algorithm
-from .gemm import gemm_calls, gemm_tiles, tile_config, tile_extent, vector_first, weight_shape
+from .gemm import gemm_calls, gemm_tiles, is_cpu_config, tile_config, tile_extent, vector_first, weight_shape
 from .reduce import splitk_sum
 
 
@@ -21,7 +24,8 @@ class SplitK(Algorithm):
     MIN_PIECE = 256  # contraction per piece below which the extra partial traffic does not pay
 
     MAX_PIECES = 256
-    FILL = 4  # work-groups per compute unit a cut aims at: enough to fill the device, with slack
+    FILL = 4  # work-groups per compute unit a cut aims at on a CPU: enough to fill it, with slack
+    FILL_ITEMS = 512  # work-items per compute unit a cut aims at on a GPU (splits_for)
 
     @staticmethod
     def piece_length(contraction: int, splits: int, tk: int) -> int:
@@ -40,22 +44,43 @@ class SplitK(Algorithm):
         return out
 
     def splits_for(self, problem: Problem, device, tile: dict) -> list[int]:
-        """Piece counts worth running, best first: those that cut the contraction evenly (no bounds
-        checks on K), then the others, each by how near it brings the work-groups to filling the
-        device.  Uneven cuts serve sizes such as a batch of 8 at 25x25 (K = 5000 = 8 x 625 has no
-        even cut in whole 16-steps; unsplit, that VGG weight gradient ran 6.4x cuDNN)."""
+        """Piece counts worth running, best first.
+
+        On a GPU: by how near the launch comes to FILL_ITEMS work-items per compute unit (as a
+        ratio), then those that cut the contraction evenly (no bounds checks on K).  The fill is
+        counted in work-items because the GPU tiles' work-groups have 64 to 256 of them, and what
+        a compute unit holds is work-items (their registers: 512 take the register file of an
+        H200's multiprocessor at the ~128 registers a work-item of the GEMM core uses).  Counted
+        in work-groups, with even cuts first, the heuristic's choice ran 1.47x the best candidate
+        on the 7x7 stem's weight gradient and 2.44x on a 1x1 stride-2 one (2 pieces: the only
+        even cut); geometric mean 1.26x over 14 layers, 1.07x now (docs/performance.md).
+
+        On a CPU, where a work-group is what one core runs: even cuts first, then by how near the
+        work-groups come to FILL per compute unit.  Uneven cuts serve sizes such as a batch of 8
+        at 25x25 (K = 5000 = 8 x 625 has no even cut in whole 16-steps; unsplit, that VGG weight
+        gradient ran 6.4x cuDNN)."""
         g = problem.geometry
         K = g.batch * g.out_pixels
         shape = weight_shape(g, "b_input_unfold_t", layout=problem.layout)
         tm, tn, tk = tile_extent(tile)
         tiles = -(-shape.M // tm) * -(-shape.N // tn) * g.groups
-        target = self.FILL * limits.of(device).compute_units
+        fit = limits.of(device)
         limit = settings.workspace_limit(device)
-        out: list[tuple[bool, int, int]] = []  # (uneven, distance from filling the device, pieces)
+        gpu = fit.gpu and not is_cpu_config(tile)
+        if gpu:
+            items = (tile["TM"] // tile["WM"]) * (tile["TN"] // tile["WN"])
+            target = self.FILL_ITEMS * fit.compute_units / items
+        else:
+            target = self.FILL * fit.compute_units
+        out: list[tuple[Any, Any, int]] = []
         for s in self.cuts(K, tk):
             if s * g.groups * shape.M * shape.N * problem.itemsize > limit:
                 continue
-            out.append((self.piece_length(K, s, tk) * s != K, abs(tiles * s - target), s))
+            uneven = self.piece_length(K, s, tk) * s != K
+            if gpu:
+                out.append((abs(math.log(tiles * s / target)), uneven, s))
+            else:
+                out.append((uneven, abs(tiles * s - target), s))
         return [s for *_, s in sorted(out)]
 
     def decline_reason(self, problem, device):

@@ -410,3 +410,38 @@ def test_kept_runners_and_programs_are_bounded(monkeypatch, queue):
     w = np.array([[[1, 2, 3]]], np.float32)
     y = clconv.conv1d(x, w, algorithm="direct")
     np.testing.assert_array_equal(y, np.correlate(x[0, 0], w[0, 0], "valid")[None, None])
+
+
+def test_quiet_builds_on_threads_stay_quiet_until_the_last_one_ends(monkeypatch):
+    """A successful build's log never warns, with builds on several threads (a plan's programs,
+    tuning's candidates): one thread leaving quiet_compiler() while another is still inside must not
+    bring the warnings back for the other (with catch_warnings per thread it did, on Intel)."""
+    import threading
+    import warnings
+
+    monkeypatch.delenv("PYOPENCL_COMPILER_OUTPUT", raising=False)
+    first_in, second_in, first_out = threading.Event(), threading.Event(), threading.Event()
+
+    def first():
+        with builder.quiet_compiler():
+            first_in.set()
+            second_in.wait(5)
+        first_out.set()
+
+    def second():
+        first_in.wait(5)
+        with builder.quiet_compiler():
+            second_in.set()
+            first_out.wait(5)
+            warnings.warn("a build log", cl.CompilerWarning)
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        threads = [threading.Thread(target=first), threading.Thread(target=second)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(10)
+        assert not [w for w in caught if issubclass(w.category, cl.CompilerWarning)]
+        warnings.warn("a log outside any build", cl.CompilerWarning)  # shown again after the last one
+        assert [w for w in caught if issubclass(w.category, cl.CompilerWarning)]

@@ -137,3 +137,29 @@ def test_cpu_column_buffer_is_cache_sized(queue):
     assert im2col.chunk_batch(problem, queue.device, cpu_config(8, 16, 8)) == 1
     small = Problem(geometry("n8g1c8o64i28x28k3x3s1x1p1x1d1x1"), "forward", "float32")
     assert im2col.chunk_batch(small, queue.device, cpu_config(8, 16, 8)) == 8
+
+
+def _cpu(units=2):
+    return Limits(work_group=4096, work_item_sizes=(4096, 4096, 4096), local_mem=4 << 20, compute_units=units,
+                  gpu=False)
+
+
+def test_splitk_fills_a_gpu_in_work_items_and_a_cpu_in_work_groups(monkeypatch):
+    """On a GPU a cut aims at FILL_ITEMS work-items per compute unit, whatever the tile's work-group
+    size, and an even cut does not beat one that fills the device better; on a CPU, work-groups
+    per core, even cuts first."""
+    splitk = REGISTRY["splitk"]
+    monkeypatch.setattr("clconv.settings.workspace_limit", lambda device: 2**31)
+    # a 1x1 stride-2 weight gradient: K = 8 x 14 x 14 = 1568, even only in 2 pieces of 784
+    problem = Problem(geometry("n8g1c512o256i28x28k1x1s2x2p0x0d1x1"), "backward_weight", "float32")
+    monkeypatch.setattr(limits, "of", lambda device, context=None: _fake_gpu())
+    tile = {"TM": 128, "TN": 64, "TK": 16, "WM": 8, "WN": 4, "VW": 4, "PIPE": 1}  # 256 work-items, 16 tiles
+    assert splitk.splits_for(problem, None, tile)[0] == 6  # the most pieces of >= 256: 96 x 256 items
+    small = {"TM": 32, "TN": 32, "TK": 16, "WM": 4, "WN": 4, "VW": 4, "PIPE": 1}  # 64 work-items, 128 tiles
+    assert splitk.splits_for(problem, None, small)[0] == 6
+    # the 7x7 stem at batch 8: 64 x 147 outputs, K = 8 x 112 x 112; 10 tiles of 64 work-items
+    stem = Problem(geometry("n8g1c3o64i224x224k7x7s2x2p3x3d1x1"), "backward_weight", "float32")
+    pieces = splitk.splits_for(stem, None, small)[0]
+    assert abs(10 * pieces * 64 / (splitk.FILL_ITEMS * 132) - 1) < 0.05, pieces
+    monkeypatch.setattr(limits, "of", lambda device, context=None: _cpu())
+    assert splitk.splits_for(problem, None, tile)[0] == 2  # even first on a CPU

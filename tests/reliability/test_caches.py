@@ -433,7 +433,7 @@ def test_quiet_builds_on_threads_stay_quiet_until_the_last_one_ends(monkeypatch)
         with builder.quiet_compiler():
             second_in.set()
             first_out.wait(5)
-            warnings.warn("a build log", cl.CompilerWarning)
+            warnings.warn("a build log", cl.CompilerWarning, stacklevel=1)
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -443,5 +443,5 @@ def test_quiet_builds_on_threads_stay_quiet_until_the_last_one_ends(monkeypatch)
         for thread in threads:
             thread.join(10)
         assert not [w for w in caught if issubclass(w.category, cl.CompilerWarning)]
-        warnings.warn("a log outside any build", cl.CompilerWarning)  # shown again after the last one
+        warnings.warn("a log outside any build", cl.CompilerWarning, stacklevel=1)  # shown again after the last one
         assert [w for w in caught if issubclass(w.category, cl.CompilerWarning)]

@@ -11,7 +11,7 @@ from typing import Any
 from .. import limits, settings
 from ..plan import LAYOUTS, Plan, Problem, rounded
 from .base import Algorithm
-from .gemm import gemm_calls, gemm_tiles, is_cpu_config, tile_config, tile_extent, vector_first, weight_shape
+from .gemm import GPU_TILES, gemm_calls, gemm_tiles, is_cpu_config, tile_config, tile_extent, vector_first, weight_shape
 from .reduce import splitk_sum
 
 
@@ -53,7 +53,7 @@ class SplitK(Algorithm):
         H200's multiprocessor at the ~128 registers a work-item of the GEMM core uses).  Counted
         in work-groups, with even cuts first, the heuristic's choice ran 1.47x the best candidate
         on the 7x7 stem's weight gradient and 2.44x on a 1x1 stride-2 one (2 pieces: the only
-        even cut); geometric mean 1.26x over 14 layers, 1.07x now (docs/performance.md).
+        even cut); geometric mean 1.26x over 14 layers, 1.07x with this fill (docs/performance.md).
 
         On a CPU, where a work-group is what one core runs: even cuts first, then by how near the
         work-groups come to FILL per compute unit.  Uneven cuts serve sizes such as a batch of 8
@@ -93,11 +93,26 @@ class SplitK(Algorithm):
 
     def configs(self, problem, device):
         shape = weight_shape(problem.geometry, "b_input_unfold_t", layout=problem.layout)
+        fit = limits.of(device)
         # The split supplies the parallelism, so rank tiles by edge waste and reuse alone (a huge
         # group count switches off gemm_tiles' fill-the-device term); then the best split per tile.
+        tiles = gemm_tiles(shape.M, shape.N, fit, problem.itemsize, limit=len(GPU_TILES), groups=1 << 20,
+                           layout=problem.layout, vector_first=vector_first(problem, shape))
+        if fit.gpu:
+            # Among GPU tiles that waste the same, the smallest work-group first (the larger
+            # register block first among those): the pieces, not the tile, fill the device, and
+            # small groups fill it evenly.  On an H200 sweep the 64x64 tile (64 work-items, 8x8
+            # blocks) ran the 1x1 256->64 layer's weight gradient 1.3-1.7x faster than 64x128 at
+            # every piece count, and within 5% of the best tile on every layer it did not waste on.
+            def rank(tile):
+                if is_cpu_config(tile):
+                    return (float("inf"), 0, 0)
+                waste = rounded(shape.M, tile["TM"]) * rounded(shape.N, tile["TN"]) / (shape.M * shape.N)
+                items = (tile["TM"] // tile["WM"]) * (tile["TN"] // tile["WN"])
+                return (round(waste, 9), -tile["WM"] * tile["WN"], items)
+            tiles.sort(key=rank)
         out = []
-        for tile in gemm_tiles(shape.M, shape.N, limits.of(device), problem.itemsize, groups=1 << 20, layout=problem.layout,
-                               vector_first=vector_first(problem, shape)):
+        for tile in tiles[:4]:
             splits = self.splits_for(problem, device, tile)
             if splits:
                 out.append({**tile, "splits": splits[0]})

@@ -163,3 +163,17 @@ def test_splitk_fills_a_gpu_in_work_items_and_a_cpu_in_work_groups(monkeypatch):
     assert abs(10 * pieces * 64 / (splitk.FILL_ITEMS * 132) - 1) < 0.05, pieces
     monkeypatch.setattr(limits, "of", lambda device, context=None: _cpu())
     assert splitk.splits_for(problem, None, tile)[0] == 2  # even first on a CPU
+
+
+def test_splitk_prefers_the_larger_register_block_then_the_smaller_work_group_among_equal_waste(monkeypatch):
+    """On a GPU the pieces fill the device, so among tiles that waste the same, split-K takes the
+    8x8 register blocks of the 64-work-item 64x64 tile over 64x128 (128 work-items) and 128x64
+    (8x4 blocks); a tile that wastes less still comes first (the stem's 147 columns: 32x32)."""
+    splitk = REGISTRY["splitk"]
+    monkeypatch.setattr("clconv.settings.workspace_limit", lambda device: 2**31)
+    monkeypatch.setattr(limits, "of", lambda device, context=None: _fake_gpu())
+    for tag in ("n32g1c256o64i56x56k1x1s1x1p0x0d1x1", "n8g1c64o256i56x56k1x1s1x1p0x0d1x1"):
+        first = splitk.configs(Problem(geometry(tag), "backward_weight", "float32"), None)[0]
+        assert (first["TM"], first["TN"], first["WM"], first["WN"]) == (64, 64, 8, 8), (tag, first)
+    stem = splitk.configs(Problem(geometry("n8g1c3o64i224x224k7x7s2x2p3x3d1x1"), "backward_weight", "float32"), None)[0]
+    assert (stem["TM"], stem["TN"]) == (32, 32), stem

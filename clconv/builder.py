@@ -53,8 +53,8 @@ class CacheStats:
     write_failures: int = 0
 
     def count(self, name: str) -> None:
-        """One more of counter ``name``: builds run on several threads (a plan's programs, tuning's
-        candidates), and ``+=`` on an attribute can lose an update between them."""
+        """One more of counter ``name``: tuning builds its candidates on several threads, and
+        ``+=`` on an attribute can lose an update between them."""
         with _stats_lock:
             setattr(self, name, getattr(self, name) + 1)
 
@@ -227,8 +227,8 @@ def quiet_compiler():
     every build ("Compilation started ... Done."), which would warn on every new kernel.  A failed
     build's log is in the BuildError; PYOPENCL_COMPILER_OUTPUT=1 still shows every log.
 
-    Builds run on several threads (a plan's programs, tuning's candidates), and the warning filters
-    are one list for the whole process: ``warnings.catch_warnings`` in each thread would restore
+    Tuning builds its candidates on several threads, and the warning filters are one list for the
+    whole process: ``warnings.catch_warnings`` in each thread would restore
     the list under another thread's build.  So the first build in installs one filter, and the
     last one out removes it."""
     global _quiet_builds, _quiet_added

@@ -85,6 +85,16 @@ def tile_extent(tile: Mapping[str, Any]) -> tuple[int, int, int]:
     return tile["TM"], tile["TN"], tile["TK"]
 
 
+def edge_waste(m: int, n: int, tm: int, tn: int) -> float:
+    """Work done per useful output when TM x TN tiles cover an M x N matrix (1.0: they divide it)."""
+    return rounded(m, tm) * rounded(n, tn) / (m * n)
+
+
+def work_items(tile: Mapping[str, Any]) -> int:
+    """Work-items of one work-group of a GPU (local-memory) tile."""
+    return (tile["TM"] // tile["WM"]) * (tile["TN"] // tile["WN"])
+
+
 def _tile_fits(tile, fit: limits.Limits, itemsize: int) -> bool:
     tm, tn, tk, wm, wn, vw = tile[:6]
     pad = local_padding(vw)
@@ -155,8 +165,7 @@ def gemm_tiles(m: int, n: int, fit: limits.Limits, itemsize: int, limit: int = 4
 
     def cost(tile) -> float:
         tm, tn = tile[0], tile[1]
-        padded = rounded(m, tm) * rounded(n, tn)
-        waste = padded / (m * n)
+        waste = edge_waste(m, n, tm, tn)
         if gpu:
             # fewer work-groups than compute units leaves the rest idle (counting partial waves
             # beyond that overvalued small tiles in the H200 measurements)

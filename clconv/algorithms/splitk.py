@@ -11,7 +11,10 @@ from typing import Any
 from .. import limits, settings
 from ..plan import LAYOUTS, Plan, Problem, rounded
 from .base import Algorithm
-from .gemm import GPU_TILES, gemm_calls, gemm_tiles, is_cpu_config, tile_config, tile_extent, vector_first, weight_shape
+from .gemm import (
+    GPU_TILES, edge_waste, gemm_calls, gemm_tiles, is_cpu_config, tile_config, tile_extent, vector_first, weight_shape,
+    work_items,
+)
 from .reduce import splitk_sum
 
 
@@ -68,8 +71,7 @@ class SplitK(Algorithm):
         limit = settings.workspace_limit(device)
         gpu = fit.gpu and not is_cpu_config(tile)
         if gpu:
-            items = (tile["TM"] // tile["WM"]) * (tile["TN"] // tile["WN"])
-            target = self.FILL_ITEMS * fit.compute_units / items
+            target = self.FILL_ITEMS * fit.compute_units / work_items(tile)
         else:
             target = self.FILL * fit.compute_units
         out: list[tuple[Any, Any, int]] = []
@@ -108,9 +110,8 @@ class SplitK(Algorithm):
             def rank(tile):
                 if is_cpu_config(tile):
                     return (float("inf"), 0, 0)
-                waste = rounded(shape.M, tile["TM"]) * rounded(shape.N, tile["TN"]) / (shape.M * shape.N)
-                items = (tile["TM"] // tile["WM"]) * (tile["TN"] // tile["WN"])
-                return (round(waste, 9), -tile["WM"] * tile["WN"], items)
+                waste = edge_waste(shape.M, shape.N, tile["TM"], tile["TN"])
+                return (round(waste, 9), -tile["WM"] * tile["WN"], work_items(tile))
             tiles.sort(key=rank)
         out = []
         for tile in tiles[:4]:

@@ -194,21 +194,6 @@ def _checked(**tensors: Any) -> dict[str, Tensor]:
 _repeats: Cache[_Static] = Cache("repeats", maxsize=4096)
 
 
-def _plain_key(values: tuple) -> tuple | None:
-    """``values`` (a call's arguments other than tensors) as a memo key, with their types so that
-    ``1``, ``True`` and ``1.0`` differ: when each is None, an int, a float, a string or a tuple of
-    ints or of tuples of ints (sizes and padding pairs), else None (the call is checked in full)."""
-    for value in values:
-        kind = type(value)
-        if kind is tuple:
-            for item in value:
-                if type(item) is not int and not (type(item) is tuple and all(type(i) is int for i in item)):
-                    return None
-        elif kind is not int and kind is not float and kind is not str and value is not None:
-            return None
-    return values, tuple(map(type, values))
-
-
 def _repeatable(family: str, tensors: tuple[str, ...]) -> Callable[[Callable[..., _Call]], Callable[..., _Call]]:
     """A family's checking function (``ndim, *arguments`` -> :class:`_Call`), with a memo for the
     calls a stream repeats: device Arrays on one queue, no ``queue=`` or ``out=``.
@@ -244,8 +229,14 @@ def _repeatable(family: str, tensors: tuple[str, ...]) -> Callable[[Callable[...
                     return None
                 queue = value.queue
                 layouts.append((value.shape, value.dtype))
-            plain = _plain_key(others(args)) if queue is not None else None
-            return None if plain is None else (family, queue, tuple(layouts), plain)
+            if queue is None:
+                return None
+            try:
+                # the resolvers' own memo key: 1, True and 1.0 apart, unhashable or unusual types refused
+                plain = resolve.frozen(others(args))
+            except TypeError:
+                return None
+            return family, queue, tuple(layouts), plain
 
         def checked(*args: Any, **kwargs: Any) -> _Call:
             key = None if kwargs else key_of(args)

@@ -57,11 +57,51 @@ CPU_TILES = [  # local-memory tiles for CPUs: vector local loads, no pipelining 
 # WM rows x VN consecutive columns of C as WM vectors of VN lanes; at most LX work-items per
 # work-group, along M.
 CPU_KEYS = ("LOCAL", "WM", "VN", "LX", "NB", "KC")
-CPU_VECTOR_TILES = [  # in order of preference (measured on PoCL, AVX-512: docs/performance.md)
-    (16, 16, 8),  # 16 accumulators of 16 lanes: 81 GFLOP/s on a 1x1 1024->256 forward, one core
+CPU_VECTOR_TILES = [  # in order of preference where they cost the same (cpu_tile_cost)
+    (16, 16, 8),  # AVX-512: 16 accumulators of 16 lanes: 81 GFLOP/s on a 1x1 1024->256 forward, one core
     (8, 16, 8),   # half the rows: more work-items for small M
     (16, 8, 8),   # 8 lanes: less waste on narrow images
+    (6, 16, 8),   # AVX2 (16 registers of 8 lanes): 12 accumulators, two B vectors and a broadcast
+    (12, 8, 8),
+    (4, 16, 8),
+    (8, 8, 8),
 ]
+
+# Independent accumulators that keep a core's FMA pipes busy (two pipes of 4-5 cycles' latency, and
+# the loads): below this a tile's FMAs wait on each other.  On PoCL with AVX2 (a 2-core EPYC) the
+# tiles of 12 accumulators ran 1.1-1.4x faster than those of 8 (docs/performance.md).
+BUSY_ACCUMULATORS = 12
+
+
+def vector_registers(fit: limits.Limits) -> int:
+    """The vector registers of a CPU, from its native float lanes: 32 with 16 lanes (AVX-512), else
+    16 (AVX2 and SSE; NEON's 32 counted as 16, which only keeps its tiles small)."""
+    return 32 if fit.float_lanes >= 16 else 16
+
+
+def cpu_tile_registers(tile: tuple, lanes: int) -> int:
+    """Vector registers the CPU GEMM's inner loop holds for ``tile`` (WM, VN, LX): WM accumulators of
+    VN lanes, a row of B and the broadcast of A."""
+    wm, vn = tile[:2]
+    per_row = -(-vn // lanes)
+    return wm * per_row + per_row + 1
+
+
+def cpu_tile_cost(m: int, tile: tuple, lanes: int) -> float:
+    """Time per useful output of ``tile`` on M rows, relative: its row waste over the vector FMAs
+    per step that run in parallel (up to BUSY_ACCUMULATORS)."""
+    wm, vn = tile[:2]
+    return rounded(m, wm) / m / min(wm * vn / lanes, BUSY_ACCUMULATORS)
+
+
+def cpu_vector_tiles(m: int, fit: limits.Limits, itemsize: int) -> list[tuple]:
+    """The CPU GEMM's tiles for M rows, best first: those whose inner loop fits the vector registers
+    (a tile that does not spills its accumulators: WM = 16, VN = 16 on AVX2 ran 1.5-2x slower than
+    WM = 6), by :func:`cpu_tile_cost`.  Where none fits (doubles on AVX2) all of them, so ordered."""
+    lanes = fit.lanes(itemsize)
+    tiles = [t for t in CPU_VECTOR_TILES if fit.fits((t[2],))]
+    fitting = [t for t in tiles if cpu_tile_registers(t, lanes) <= vector_registers(fit)]
+    return sorted(fitting or tiles, key=lambda t: cpu_tile_cost(m, t, lanes))
 
 
 CPU_DEFAULTS = {"NB": 1, "KC": 128}  # one block of columns per work-item: the contraction is not cut
@@ -185,12 +225,12 @@ def gemm_tiles(m: int, n: int, fit: limits.Limits, itemsize: int, limit: int = 4
         # no local memory, no barriers: what PoCL runs fastest (docs/performance.md); the
         # local-memory tiles stay as candidates for tuning.  Written in explicit vectors, so only
         # where the device has vector lanes (llvmpipe has none: it took minutes to build there)
-        # The tiles that waste the fewest rows of M come first (a grouped layer's 8 rows per group
-        # fill half a 16-row block; measured on PoCL, ResNeXt's 32-group 3x3 forward ran 0.87x the
-        # time with 8-row blocks), each with column blocks where they pay, then without (a
-        # candidate for tuning, and what tuning databases written before column blocks hold).
-        rows_first = sorted((t for t in CPU_VECTOR_TILES if fit.fits((t[2],))), key=lambda t: rounded(m, t[0]) / m)
-        vector = ([cpu_config(*t, nb=nb) for t in rows_first
+        # The tiles that fit the registers, by row waste over parallel FMAs (a grouped layer's 8
+        # rows per group fill half a 16-row block; measured on PoCL, ResNeXt's 32-group 3x3
+        # forward ran 0.87x the time with 8-row blocks), each with column blocks where they pay,
+        # then without (a candidate for tuning, and what tuning databases written before column
+        # blocks hold).
+        vector = ([cpu_config(*t, nb=nb) for t in cpu_vector_tiles(m, fit, itemsize)
                    for nb in dict.fromkeys((column_blocks(m, n, k, t, fit, itemsize, groups), 1))]
                   if fit.lanes(itemsize) >= 4 and layout == CHANNELS_FIRST else [])
         if vector_first:

@@ -10,8 +10,8 @@ from clconv.algorithms import REGISTRY
 from clconv import limits
 from clconv.limits import Limits
 from clconv.algorithms.gemm import (
-    CPU_TILES, CPU_VECTOR_TILES, GPU_TILES, MAX_COLUMN_BLOCKS, _b_row, column_blocks, cpu_config, gemm_tiles,
-    is_cpu_config, tile_config, vector_first,
+    CPU_TILES, CPU_VECTOR_TILES, GPU_TILES, MAX_COLUMN_BLOCKS, _b_row, column_blocks, cpu_config, cpu_tile_registers,
+    gemm_tiles, is_cpu_config, tile_config, vector_first,
 )
 from clconv.passes import PASSES
 from clconv.plan import Problem
@@ -63,6 +63,23 @@ def test_cpu_devices_are_offered_the_vector_gemm_first():
     assert not any(is_cpu_config(c) for c in gemm_tiles(64, 1568, _fake_gpu(), 4))
     for wm, vn, lx in CPU_VECTOR_TILES:
         assert vn in (4, 8, 16) and wm >= 1 and lx >= 1
+
+
+def test_cpu_tiles_fit_the_vector_registers():
+    # AVX2 (8 float lanes, 16 registers): WM = 16 x VN = 16 needs 32 accumulators and spilled (1.5-2x
+    # slower on PoCL); the first tile holds 12 accumulators, a row of B and a broadcast
+    avx2 = Limits(work_group=4096, work_item_sizes=(4096, 4096, 4096), local_mem=4 << 20, compute_units=2,
+                  gpu=False, float_lanes=8, double_lanes=4)
+    for m in (64, 256, 8, 3):
+        first = gemm_tiles(m, 3136, avx2, 4)[0]
+        assert is_cpu_config(first) and cpu_tile_registers((first["WM"], first["VN"]), 8) <= 16, (m, first)
+        assert first["WM"] * first["VN"] // 8 >= 8, (m, first)  # and enough FMA chains to keep the pipes busy
+    assert (gemm_tiles(256, 3136, avx2, 4)[0]["WM"], gemm_tiles(256, 3136, avx2, 4)[0]["VN"]) == (6, 16)
+    # AVX-512 (16 lanes, 32 registers) keeps its measured first tile, and 8-row blocks for 8 rows
+    assert gemm_tiles(256, 3136, _fake_cpu(), 4)[0] == cpu_config(*CPU_VECTOR_TILES[0])
+    assert gemm_tiles(8, 3136, _fake_cpu(), 4)[0]["WM"] == 8
+    # where no tile fits (doubles on AVX2: 4 lanes) every tile stays a candidate
+    assert is_cpu_config(gemm_tiles(256, 3136, avx2, 8)[0])
 
 
 def _fake_cpu(units=2, cache=2 << 20):

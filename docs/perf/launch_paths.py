@@ -107,6 +107,39 @@ def launch_figures(queue, kernel, args, enqueue, release, global_size, local_siz
     return figures
 
 
+SIGNATURES = {  # name: (source, scalar arg dtypes, how many buffers)
+    "1 buffer": ("__kernel void probe(__global float* c, const long c_off, const int chunk)"
+                 "{ if (get_global_id(0) == 0 && chunk < 0) c[c_off] = 0; }", [None, np.int64, np.int32], 1),
+    "3 buffers": ("__kernel void probe(__global float* a, const long a_off, __global float* b, const long b_off,"
+                  " __global float* c, const long c_off, const int chunk)"
+                  "{ if (get_global_id(0) == 0 && chunk < 0) c[c_off] = a[a_off] + b[b_off]; }",
+                  [None, np.int64] * 3 + [np.int32], 3),
+    "5 buffers": (SIGNATURE, [None, np.int64] * 5 + [np.int32], 5),
+}
+
+
+def launch_by_signature(context, device):
+    """Whether a launch's cost on this driver grows with its buffer arguments, and whether unused
+    pointers passed as NULL (what the GEMM core's bias and residual are without an epilogue) or
+    the same buffer twice cost less than distinct buffers: Kernel.__call__ on a plain queue."""
+    queue = cl.CommandQueue(context, device)
+    buffers = [cl.Buffer(context, cl.mem_flags.READ_WRITE, 64) for _ in range(5)]
+    for round_ in range(2):
+        figures = {}
+        for name, (source, dtypes, count) in SIGNATURES.items():
+            kernel = cl.Program(context, source).build().probe
+            kernel.set_scalar_arg_dtypes(dtypes)
+            variants = {"distinct": buffers[:count], "one buffer repeated": [buffers[0]] * count}
+            if count == 5:
+                variants["last two NULL"] = buffers[:3] + [None, None]
+            for variant, bufs in variants.items():
+                args = [x for buf in bufs for x in (buf, 0)] + [1]
+                figures[f"{name}, {variant}"] = per_call_us(lambda k=kernel, a=args: k(queue, (64,), (64,), *a), queue)
+                figures[f"{name}, {variant}, no local size"] = per_call_us(
+                    lambda k=kernel, a=args: k(queue, (64,), None, *a), queue)
+        print(f"round {round_} by signature: " + "; ".join(f"{k} {v:.1f}" for k, v in figures.items()) + " (us)")
+
+
 def streams(context, device):
     rng = np.random.default_rng(0)
     layers = {  # (x shape, w shape, padding): VGG-11 conv4-like at batch 8 (Winograd), a 1x1 layer
@@ -160,6 +193,7 @@ def main():
     device = queue.device
     print(f"{device.name} ({device.platform.name}, driver {device.driver_version})")
     launch_paths(queue.context, device)
+    launch_by_signature(queue.context, device)
     streams(queue.context, device)
     build_costs(queue)
 

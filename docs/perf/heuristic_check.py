@@ -1,0 +1,102 @@
+"""The GPU heuristic's choices judged offline against stored H200 tuning runs (issue 12's "the
+default path within 5% of tuned on layers it has never seen"): for every layer-pass of
+``clconv tune --json`` files, the (algorithm, config) that ``planner.candidates`` puts first on an
+H200 (described by hand: no device needed), its kernel time read from the tuning run, against the
+run's best candidate.  Tuning times every algorithm's first configs, so an algorithm the heuristic
+puts first is always found; a config the run did not time (a rule that reorders an algorithm's
+tiles) is read as that algorithm's fastest timed config and marked ``~``.
+
+    python docs/perf/heuristic_check.py [--rows]              the five stored sets
+    python docs/perf/heuristic_check.py SPEC=FILE.json ...      others (SPEC as `clconv tune` took it)
+
+The sets: the GPU set, VGG-11 at batch 8, the small layers, and two lists of other networks'
+layers, ``h200-unseen-layers.txt`` and ``h200-holdout-layers.txt``; the heuristic's rules were
+written against the first four (2026-12-02) and the holdout list judges them.
+"""
+import argparse
+import json
+import math
+from pathlib import Path
+
+from clconv import limits, settings
+from clconv.plan import Problem
+from clconv.planner import candidates, label
+from clconv.tools import shapes
+
+HERE = Path(__file__).parent
+SMALL = "mb1ic256ih14oc256oh14kh3ph1 mb8ic512ih28oc256oh14kh1sh2ph0 mb1ic512ih7oc512oh7kh3ph1 mb16ic64ih128oc64oh128kh3ph1"
+SETS = {  # name: (shape specs, batch override, tuning run)
+    "gpu": (["gpu"], None, "h200-candidates-gpu.json"),
+    "vgg11 batch 8": (["shapes_vgg_11"], 8, "h200-candidates-vgg11.json"),
+    "small": (SMALL.split(), None, "h200-candidates-small.json"),
+    "unseen": ([str(HERE / "h200-unseen-layers.txt")], None, "h200-candidates-unseen.json"),
+    "holdout": ([str(HERE / "h200-holdout-layers.txt")], None, "h200-candidates-holdout.json"),
+}
+
+
+class H200:
+    """What the planner asks of a device, as the H200 of these runs answered (NVIDIA 580.159)."""
+    type = 4  # CL_DEVICE_TYPE_GPU
+    name = "NVIDIA H200"
+    max_compute_units = 132
+    max_work_group_size = 1024
+    local_mem_size = 48 * 1024
+    global_mem_size = 150 * 2**30
+    max_mem_alloc_size = global_mem_size // 4
+    native_vector_width_float = 1
+    extensions = "cl_khr_fp64"
+
+
+def judge(name: str, specs: list[str], batch, run: dict, device, show_rows: bool) -> list[float]:
+    geometry = {}
+    for spec in specs:
+        for layer in shapes.resolve_layers(spec, batch):
+            geometry[layer.label] = layer.geometry
+    ratios = []
+    for row in run["tuned"]:
+        problem = Problem(geometry[row["layer"]], row["pass"], "float32")
+        times = row["times_ms"]
+        best = min(times.values())
+        algorithm, config = candidates(problem, device)[0]
+        key = label(algorithm, config)
+        mark = " "
+        if key not in times:
+            mark = "~"
+            same = [ms for k, ms in times.items() if k.split(" ")[0] == algorithm.name]
+            if not same:
+                print(f"  {row['layer'][:36]:36s} {row['pass']:16s} {algorithm.name}: not timed by the run, skipped")
+                continue
+            ms = min(same)
+        else:
+            ms = times[key]
+        ratios.append(ms / best)
+        if show_rows:
+            print(f"  {row['layer'][:36]:36s} {row['pass']:16s} {algorithm.name:14s}{mark} {ms:7.3f} ms "
+                  f"{ms / best:5.2f}x the best ({min(times, key=times.get).split(' ')[0]}, {best:.3f} ms)")
+    geomean = math.exp(sum(map(math.log, ratios)) / len(ratios))
+    worst = max(ratios)
+    print(f"{name:14s} {len(ratios):3d} layer-passes: the heuristic's first candidate {geomean:.3f}x the best "
+          f"(worst {worst:.2f}x; {sum(r > 1.10 for r in ratios)} over 1.10x)")
+    return ratios
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("runs", nargs="*", help="SPEC=FILE.json: a shape spec and its `clconv tune --json` run")
+    parser.add_argument("--rows", action="store_true", help="every layer-pass, not only each set's summary")
+    args = parser.parse_args()
+    device = H200()
+    limits.register(device, limits.Limits(work_group=1024, work_item_sizes=(1024, 1024, 64), local_mem=48 * 1024,
+                                          compute_units=132, gpu=True))
+    settings.workspace_limit = lambda _device: 2**31  # the default limit on the H200 (a quarter of 150 GB caps it)
+    sets = {spec: ([spec], None, path) for spec, path in (r.split("=", 1) for r in args.runs)} if args.runs else SETS
+    everything = []
+    for name, (specs, batch, path) in sets.items():
+        run = json.loads((HERE / path if not Path(path).exists() else Path(path)).read_text())
+        everything += judge(name, specs, batch, run, device, args.rows)
+    print(f"{'all':14s} {len(everything):3d} layer-passes: "
+          f"{math.exp(sum(map(math.log, everything)) / len(everything)):.3f}x the best (worst {max(everything):.2f}x)")
+
+
+if __name__ == "__main__":
+    main()

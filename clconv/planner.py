@@ -21,7 +21,7 @@ import pyopencl as cl
 from . import limits, settings, templates, tuning
 from .algorithms import REGISTRY, Algorithm, algorithms
 from .algorithms.reduce import bias_gradient_plan
-from .algorithms.winograd import MIN_TILES, Winograd
+from .algorithms.winograd import Winograd
 from .builder import BuildError, build_kernels
 from .caches import Cache
 from .device import is_gpu
@@ -87,11 +87,11 @@ def heuristic_order(problem: Problem, device: cl.Device) -> list[str]:
         return _cpu_heuristic_order(problem)
     order = []
     if _winograd_pays(problem, device):
-        # 2.25-4x fewer multiplies: with F(2x2, 3x3) alone tuning picked it for the 3x3 stride-1
-        # layers of the GPU set and of VGG-11 with at least 64 input channels, also where few tiles
-        # leave the device part idle (7x7 at batch 8: 3x faster than implicit_gemm); below that the
-        # GEMMs won.  Its weight gradient ran 1.2-2.5x faster than split-K's on batches of 8-64, and
-        # F(4x4, 3x3) 1.1-1.6x faster again where its GEMMs stay large (docs/performance.md)
+        # 2.25-4x fewer multiplies: tuning picks it for 3x3 stride-1 layers from 32 channels
+        # (_winograd_pays), also where few tiles leave the device part idle (7x7 at batch 8: 3x
+        # faster than implicit_gemm).  Its weight gradient ran 1.2-2.5x faster than split-K's on
+        # batches of 8-64, and F(4x4, 3x3) 1.1-1.6x faster again where its GEMMs stay large
+        # (docs/performance.md)
         order.append("winograd")
     if problem.pass_ == "backward_weight" and not g.is_depthwise:
         # the weight gradient's GEMM is small (C_out x C_in*taps) with a long contraction: without
@@ -101,17 +101,23 @@ def heuristic_order(problem: Problem, device: cl.Device) -> list[str]:
         order.append("gemm1x1")
     if g.is_depthwise and problem.pass_ == "backward_weight":
         order.append("depthwise")
-    if g.is_depthwise or g.reduction_length < 8:
+    if g.is_depthwise or g.reduction_length < 8 or (g.groups > 1 and _gemm_rows(problem) < FEW_ROWS):
+        # grouped layers with a few channels per group (ResNeXt's 8 at 32 groups) give every GEMM
+        # a handful of rows under a tile of at least 32: `direct` ran ResNeXt-50's 3x3 28x28 forward
+        # and data gradient in 0.38x and 0.51x implicit_gemm's and im2col's time on an H200
         order.append("direct")
     if g.is_depthwise:
         order.append("depthwise_rows")  # a row per work-item: made for CPUs, measured here too
     if problem.pass_ == "backward_data" and (max(g.stride) > 1 or g.in_pixels <= 256
-                                              or g.cin_per_group < FEW_ROWS <= g.cin_per_group * g.kernel_volume):
+                                              or g.cin_per_group < FEW_ROWS <= g.cin_per_group * g.kernel_volume
+                                              or g.cout_per_group * g.kernel_volume >= LONG_GATHER):
         # the implicit gather reads mostly stride holes, and on small images its per-element index
         # decoding dominates; a GEMM into columns and col2im wins (measured on an H200:
         # docs/performance.md).  The implicit GEMM's rows are the input channels: a few of them
         # leave most of a tile's rows empty, where im2col's GEMM has channels x taps rows (a
-        # 3-channel 3x3 layer: 0.028 against 0.092 ms)
+        # 3-channel 3x3 layer: 0.028 against 0.092 ms).  Its contraction (output channels x taps)
+        # decodes a tap and a source pixel per element: from LONG_GATHER on, im2col's plain GEMM
+        # over the output channels pays for its column buffer
         order.append("im2col")
     order += ["implicit_gemm", "im2col", "direct"]
     return list(dict.fromkeys(order))
@@ -120,35 +126,81 @@ def heuristic_order(problem: Problem, device: cl.Device) -> list[str]:
 # Rows of a GEMM below which the smallest GPU tile (32 rows) is mostly empty.
 FEW_ROWS = 16
 
+# The data gradient's implicit contraction (output channels per group x taps) from which im2col
+# comes before implicit_gemm on GPUs: over 21 data-gradient passes of H200 tuning runs
+# (docs/perf/heuristic_check.py) im2col won from 896 (1x7 at 128 channels: 0.79x implicit_gemm's
+# time; 5x5 at 48 and 96, 3x3 dilated at 256 and 512, 3x3x3 at 32: 0.37-0.93x) and implicit_gemm
+# up to 576 (3x3 at 24-64 channels, 1D k3 at 128); 768 (1D k3 at 256) was a tie.  One miss: a
+# 3x3x3 layer at 64 channels (1728), 1.12x implicit_gemm's time.
+LONG_GATHER = 768
+
+
+def _gemm_rows(problem: Problem) -> int:
+    """Rows of the implicit GEMM of a pass: its output channels per group (the weight gradient's
+    output is the weight, whose rows are the output channels too)."""
+    g = problem.geometry
+    return g.cin_per_group if problem.pass_ == "backward_data" else g.cout_per_group
+
 
 def _winograd_pays(problem: Problem, device: cl.Device) -> bool:
-    """Whether ``winograd`` serves ``problem`` with GEMMs large enough: at least 64 input channels
-    per group (the input of the convolution it runs: dy's for the data gradient; for the weight
-    gradient both channel counts, its GEMM's rows and columns) and 16 outputs, and for the
-    gradients at least winograd.MIN_TILES 2x2 tiles."""
+    """Whether ``winograd`` serves ``problem`` with GEMMs large enough: enough channels per group
+    (the input of the convolution it runs: dy's for the data gradient; for the weight gradient both
+    counts, its GEMMs' rows and columns) and enough channel pairs over the groups, and for the
+    gradients enough work (direct FLOPs) to pay for its three launches and transforms."""
     winograd = REGISTRY.get("winograd")
     if not isinstance(winograd, Winograd) or winograd.decline_reason(problem, device):
         return False
     g = problem.geometry
     cin, cout = ((g.cin_per_group, g.cout_per_group) if problem.pass_ == "forward"
                  else (g.cout_per_group, g.cin_per_group))
+    if problem.layout != CHANNELS_FIRST:
+        # channels-last, its transforms step a channel count between neighbouring work-items'
+        # pixels (uncoalesced), which a longer contraction must pay for in the forward and data
+        # gradient: on an H200 F(4x4, 3x3) lost to implicit_gemm at 64 channels (0.31 against
+        # 0.29 ms, 56x56; F(2x2) 0.43 against 0.31) and won at 256 (14x14: 0.16 against 0.38); 128
+        # is between, unmeasured.  The weight gradient at 64 channels ran in 0.65x split-K's time
+        if problem.pass_ == "backward_weight":
+            too_few = min(cin, cout) < 64
+        else:
+            too_few = cin < 128 or cout < 16
+        if too_few:
+            return False
+    else:
+        # Its GEMMs are batched over the groups and the ALPHA^2 tile positions, so the channel pairs
+        # of all groups count.  Measured on an H200 (docs/perf/heuristic_check.py): the forward
+        # and data gradient won from 32 channels (VGG's 32 -> 64: 0.94x implicit_gemm's time; 8
+        # groups of 32: 0.72x and 0.65x) and lost at 24 (1.95x) and 8 per group (ResNeXt's, to
+        # `direct`); the weight gradient, contracting over the tiles, won from 2048 channel pairs
+        # (32 x 64 at one group, 8 x 8 at 32 groups: 0.65x and 0.73x split-K's) and lost at 576
+        # (24 x 24, 1.37x)
+        if problem.pass_ == "backward_weight":
+            too_few = min(cin, cout) < 8
+        else:
+            too_few = cin < 32 or cout < 16
+        if too_few or g.groups * cin * cout < WINOGRAD_MIN_PAIRS:
+            return False
+    # The gradients need work enough.  The weight gradient contracts over the tiles and writes 16
+    # or 36 products per weight; the data gradient competes with im2col's GEMM over the kernel's
+    # taps, which fills the device where Winograd's GEMMs (the tiles as columns) are narrow.  On an
+    # H200, counting the direct FLOPs of the pass: the weight gradient won from 0.69 GFLOP (VGG-11's
+    # conv4_1 at batch 8: a tie) and lost up to 0.47 (its conv5: 1.5x implicit_gemm's time); the
+    # data gradient won from 1.1 GFLOP (0.89x im2col's) and lost up to 0.80 (1.27x).  Its GEMMs
+    # have the tiles as columns: above the FLOPs it still lost with 98 2x2 tiles (512 channels at
+    # 14x14, batch 2: 1.12x) and won from 196 (batch 1 at 28x28: 0.81x).  The forward wins at every
+    # size measured (batch 1 at 7x7: 0.34x im2col's time)
+    if problem.pass_ == "forward":
+        return True
     if problem.pass_ == "backward_weight":
-        cin = cout = min(cin, cout)
-    # channels-last, its transforms step a channel count between neighbouring work-items' pixels
-    # (uncoalesced), which a longer contraction must pay for in the forward and data gradient: on
-    # an H200 F(4x4, 3x3) lost to implicit_gemm at 64 channels (0.31 against 0.29 ms, 56x56;
-    # F(2x2) 0.43 against 0.31) and won at 256 (14x14: 0.16 against 0.38); 128 is between,
-    # unmeasured.  The weight gradient at 64 channels ran in 0.65x split-K's time channels-last
-    minimum = 128 if problem.layout != CHANNELS_FIRST and problem.pass_ != "backward_weight" else 64
-    if cin < minimum or cout < 16:
-        return False
-    # The gradients need MIN_TILES 2x2 tiles (batch x tiles per image) to beat the GEMM families.
-    # The weight gradient contracts over the tiles and writes 16 products per weight: with few
-    # tiles those writes outweigh the sums (batch 1 at 14x14, 49 tiles: 2.3x implicit_gemm's time;
-    # batch 32 at 7x7, 512 tiles: 0.67x split-K's).  The data gradient's GEMMs have the tiles as
-    # columns: at 49 and 16 they left the device idle where im2col's GEMM over the kernel's taps
-    # did not (1.9x its time; from 512 tiles, 0.7-0.75x).  Measured with F(2x2, 3x3) alone.
-    return problem.pass_ == "forward" or winograd.tiles(problem) >= MIN_TILES
+        return g.flops >= WEIGHT_GRADIENT_MIN_FLOPS
+    return g.flops >= DATA_GRADIENT_MIN_FLOPS and winograd.tiles(problem, 2) >= DATA_GRADIENT_MIN_TILES
+
+
+# ``winograd`` on GPUs: the fewest channel pairs (groups x inputs x outputs per group), the fewest
+# direct FLOPs of a gradient pass, and the fewest 2x2 tiles of a data gradient (``_winograd_pays``).
+WINOGRAD_MIN_PAIRS = 2048
+WEIGHT_GRADIENT_MIN_FLOPS = 2**29
+DATA_GRADIENT_MIN_FLOPS = 2**30
+DATA_GRADIENT_MIN_TILES = 160
 
 
 def _cpu_heuristic_order(problem: Problem) -> list[str]:

@@ -78,14 +78,23 @@ H200_LIKE = fake_device(gpu=True, compute_units=132, global_mem=140 << 30)
     ("n32g1c512o512i28x28k3x3s1x1p1x1d1x1", "backward_data", True),
     ("n8g1c256o160i7x7k3x3s1x1p1x1d1x1", "forward", True),         # few tiles: 3x faster than the GEMM
     ("n8g1c512o512i7x7k3x3s1x1p1x1d1x1", "backward_data", False),  # 128 tiles: im2col fills the device
+    ("n2g1c512o512i14x14k3x3s1x1p1x1d1x1", "backward_data", False),  # 98 tiles: 1.12x im2col's time
+    ("n1g1c512o512i28x28k3x3s1x1p1x1d1x1", "backward_data", True),   # 196 tiles, 3.7 GFLOP: 0.81x
+    ("n8g1c128o256i13x13k3x3s1x1p1x1d1x1", "backward_data", False),  # 0.8 GFLOP: 1.27x im2col's time
     ("n32g1c256o256i14x14k3x3s1x1p1x1d1x1", "backward_data", True),  # 1568 tiles: 0.7x im2col's time
-    ("n8g1c32o64i100x100k3x3s1x1p1x1d1x1", "forward", False),      # 32 input channels: the GEMM won
+    ("n8g1c32o64i100x100k3x3s1x1p1x1d1x1", "forward", True),       # 32 input channels: 0.94x implicit_gemm's
+    ("n8g1c24o24i56x56k3x3s1x1p1x1d1x1", "forward", False),        # 24 input channels: 1.95x implicit_gemm's
+    ("n32g8c256o256i28x28k3x3s1x1p1x1d1x1", "forward", True),      # 8 groups of 32: 0.72x implicit_gemm's
+    ("n32g32c256o256i28x28k3x3s1x1p1x1d1x1", "forward", False),    # 8 channels a group: `direct`
     ("n8g1c3o64i224x224k3x3s1x1p1x1d1x1", "forward", False),       # 3 input channels: a GEMM of K = 3
     ("n32g1c64o64i56x56k3x3s2x2p1x1d1x1", "forward", False),       # stride 2: it declines
     ("n32g1c64o64i56x56k3x3s1x1p1x1d1x1", "backward_weight", True),   # 0.83x split-K's time
     ("n32g1c512o512i7x7k3x3s1x1p1x1d1x1", "backward_weight", True),   # 512 tiles: 0.67x
-    ("n1g1c256o256i14x14k3x3s1x1p1x1d1x1", "backward_weight", False),  # 49 tiles: implicit_gemm
-    ("n8g1c32o64i56x56k3x3s1x1p1x1d1x1", "backward_weight", False),   # 32 input channels: its GEMM's columns
+    ("n1g1c256o256i14x14k3x3s1x1p1x1d1x1", "backward_weight", False),  # 0.23 GFLOP: implicit_gemm
+    ("n8g1c256o160i7x7k3x3s1x1p1x1d1x1", "backward_weight", False),   # 0.37 GFLOP: 1.5x implicit_gemm's
+    ("n8g1c32o64i56x56k3x3s1x1p1x1d1x1", "backward_weight", True),    # 2048 channel pairs: 0.65x split-K's
+    ("n32g32c256o256i28x28k3x3s1x1p1x1d1x1", "backward_weight", True),  # 32 groups of 8 x 8: 0.73x
+    ("n8g1c24o24i56x56k3x3s1x1p1x1d1x1", "backward_weight", False),   # 576 channel pairs: 1.37x split-K's
 ])
 def test_gpu_heuristic_puts_winograd_first_where_it_pays(tag, pass_, wanted):
     order = heuristic_order(_problem(tag, pass_), H200_LIKE)
@@ -98,6 +107,27 @@ def test_gpu_heuristic_takes_few_channel_data_gradients_to_im2col():
     assert heuristic_order(_problem("n8g1c32o64i100x100k3x3s1x1p1x1d1x1", "backward_data"), H200_LIKE)[0] != "im2col"
     # a 1x1 layer has no taps to add rows: its gather keeps going first
     assert heuristic_order(_problem("n8g1c8o64i64x64k1x1s1x1p0x0d1x1", "backward_data"), H200_LIKE)[0] != "im2col"
+
+
+@pytest.mark.parametrize("tag, wanted", [
+    ("n32g1c48o64i35x35k5x5s1x1p2x2d1x1", "im2col"),           # 64 x 25 = 1600: 0.54x implicit_gemm's time
+    ("n32g1c128o128i17x17k1x7s1x1p0x3d1x1", "im2col"),         # 128 x 7 = 896: 0.79x
+    ("n8g1c512o512i33x33k3x3s1x1p2x2d2x2", "im2col"),          # dilated, 4608: 0.74x
+    ("n4g1c128o128i16000k3s1p1d1", "implicit_gemm"),           # 1D, 128 x 3 = 384: 0.86x im2col's time
+    ("n8g1c24o24i56x56k3x3s1x1p1x1d1x1", "implicit_gemm"),     # 24 x 9 = 216: 0.82x
+])
+def test_gpu_heuristic_takes_long_gathers_of_the_data_gradient_to_im2col(tag, wanted):
+    """The implicit data gradient decodes a tap and a source pixel per element of its contraction
+    (output channels x taps): from planner.LONG_GATHER on, im2col's GEMM over the channels wins."""
+    assert heuristic_order(_problem(tag, "backward_data"), H200_LIKE)[0] == wanted
+
+
+@pytest.mark.parametrize("pass_", ["forward", "backward_data"])
+def test_gpu_heuristic_runs_few_channels_per_group_directly(pass_):
+    """8 channels a group leave a GEMM tile's rows mostly empty: `direct` (0.38x and 0.51x the GEMMs'
+    time for ResNeXt-50's 3x3 at 28x28); a dense layer with as few rows keeps its GEMM order."""
+    assert heuristic_order(_problem("n32g32c256o256i28x28k3x3s1x1p1x1d1x1", pass_), H200_LIKE)[0] == "direct"
+    assert heuristic_order(_problem("n32g1c8o8i28x28k3x3s1x1p1x1d1x1", pass_), H200_LIKE)[0] != "direct"
 
 
 @pytest.mark.parametrize("pass_, wanted", [

@@ -3,7 +3,7 @@
 # the device machine, after `. .gpu/opencl-on-gpu.sh`): each set in a fresh cache directory (the
 # default heuristic's choices, one build per problem), JSON and one log under OUT.
 #   bash docs/perf/h200_streams.sh OUT [SET...]
-# SET: gpu vgg11 small unseen (the heuristic), unseen_tuned (`clconv tune` of the unseen layers, then
+# SET: gpu vgg11 small unseen holdout (the heuristic; BENCH_EXTRA=--check adds bench's float64 check), unseen_tuned (`clconv tune` of the unseen layers, then
 # bench in the same cache), tune_gpu tune_vgg11 tune_small tune_holdout (each set's every candidate
 # timed: the data of docs/perf/heuristic_check.py), launch (docs/perf/launch_paths.py), first_call; default: all
 set -u
@@ -17,6 +17,7 @@ for set in $sets; do
         vgg11) args="shapes_vgg_11 --batch 8" ;;
         small) args="$SMALL" ;;
         unseen) args="docs/perf/h200-unseen-layers.txt" ;;
+        holdout) args="docs/perf/h200-holdout-layers.txt" ;;
         unseen_tuned) cache=$(mktemp -d); start=$SECONDS
                       CLCONV_CACHE_DIR=$cache timeout 400 python3 -m clconv tune docs/perf/h200-unseen-layers.txt \
                           --quiet --json "$out/unseen_tune.json" >> "$log" 2>&1
@@ -40,7 +41,7 @@ for set in $sets; do
     echo "== $set: clconv bench $args" >> "$log"
     start=$SECONDS
     # shellcheck disable=SC2086
-    CLCONV_CACHE_DIR=$(mktemp -d) timeout 240 python3 -m clconv bench $args --quiet --json "$out/$set.json" >> "$log" 2>&1
+    CLCONV_CACHE_DIR=$(mktemp -d) timeout 240 python3 -m clconv bench $args ${BENCH_EXTRA:-} --quiet --json "$out/$set.json" >> "$log" 2>&1
     echo "== $set: exit $? after $((SECONDS - start)) s" >> "$log"
     grep -iE "geometric|stream of default" "$log" | tail -2
     echo "$set: $((SECONDS - start)) s"

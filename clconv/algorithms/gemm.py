@@ -94,7 +94,7 @@ def cpu_tile_cost(m: int, tile: tuple, lanes: int) -> float:
     return rounded(m, wm) / m / min(wm * vn / lanes, BUSY_ACCUMULATORS)
 
 
-def cpu_vector_tiles(m: int, fit: limits.Limits, itemsize: int) -> list[tuple]:
+def cpu_vector_tiles(m: int, fit: limits.Limits, itemsize: int) -> list[tuple[int, int, int]]:
     """The CPU GEMM's tiles for M rows, best first: those whose inner loop fits the vector registers
     (a tile that does not spills its accumulators: WM = 16, VN = 16 on AVX2 ran 1.5-2x slower than
     WM = 6), by :func:`cpu_tile_cost`.  Where none fits (doubles on AVX2) all of them, so ordered."""

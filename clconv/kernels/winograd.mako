@@ -63,6 +63,25 @@ def derived(M, BT, G, AT):
 % endfor
 % endfor
 </%def>\
+<%def name="store_positions(out, step, src)">\
+## VT > 1: the ALPHA^2 vectors src[a][b] to out + (a * ALPHA + b) * step, lanes < VT of them at the end
+<% ALPHA = M + 2 %>\
+    {
+        __global clc_real* restrict out = ${out};
+        const clc_idx step = ${step};  /* from one position t to the next */
+        if (lanes == ${VT}) {
+% for k in range(ALPHA * ALPHA):
+            vstore${VT}(${src}[${k // ALPHA}][${k % ALPHA}], 0, out + ${k} * step);
+% endfor
+        } else {
+            clc_real lane[${VT}];
+% for k in range(ALPHA * ALPHA):
+            vstore${VT}(${src}[${k // ALPHA}][${k % ALPHA}], 0, lane);
+            for (int l = 0; l < lanes; ++l) out[${k} * step + l] = lane[l];
+% endfor
+        }
+    }
+</%def>\
 ${prelude.header(geom, real, index, data, epilogue, bias)}
 #define CLC_W_P ((clc_idx)${N} * ${TH} * ${TW})
 /* Steps between neighbouring channels (_C) and pixels (_P) of src and dst (${layout}), from the
@@ -147,6 +166,107 @@ ${right("t", "ae", AT, ALPHA)}\
     for (int k = 0; k < ${ALPHA * ALPHA}; ++k) out[k * step] = t[k / ${ALPHA}][k % ${ALPHA}];
 }
 % endif
+% if VT > 1:
+
+/* CPUs (VT > 1): each work-item transforms VT consecutive tiles (filters) of one channel at once,
+   lane l of a clc_wvec being tile (filter) l of the run; the arithmetic is the scalar path's on
+   vectors, and each position's VT results are one vector store.  One tile per work-item wrote its
+   ALPHA^2 values a position apart, a workspace matrix apart (often a power of two of bytes: one
+   cache set), one element at a time: on PoCL, which runs work-items one after another, those
+   scalar stores took half the time of the transforms (perf), and the transforms 50-80% of
+   Winograd's. */
+typedef ${real}${VT} clc_wvec;
+
+/* V for tiles p0 .. p0 + lanes - 1 of channel gi (lanes past them repeat the last tile, not stored) */
+inline void clc_wino_input_vec(__global const clc_data* restrict src, __global clc_real* restrict v, clc_idx p0,
+                               int lanes, int gi)
+{
+    clc_idx base[${VT}];
+    int row0[${VT}], col0[${VT}];
+    for (int l = 0; l < ${VT}; ++l) {
+        const clc_idx p = p0 + min(l, lanes - 1);
+        const int tx = (int)(p % ${TW}), ty = (int)((p / ${TW}) % ${TH});
+        const clc_idx n = p / ((clc_idx)${TH} * ${TW});
+        base[l] = n * ${GROUPS * CIN} * ${IH * IW} + gi * CLC_W_SRC_C;
+        row0[l] = ty * ${M} - ${PT};
+        col0[l] = tx * ${M} - ${PL};
+    }
+    clc_wvec d[${ALPHA}][${ALPHA}], bd[${ALPHA}][${ALPHA}], t[${ALPHA}][${ALPHA}];
+    clc_real lane[${VT}];
+% for r in range(ALPHA):
+% for c in range(ALPHA):
+    for (int l = 0; l < ${VT}; ++l) {
+        const int row = row0[l] + ${r}, col = col0[l] + ${c};
+        lane[l] = ((uint)row < (uint)${IH} && (uint)col < (uint)${IW}) ? clc_ld(src, base[l] + (row * ${IW} + col) * CLC_W_SRC_P) : (clc_real)0;
+    }
+    d[${r}][${c}] = vload${VT}(0, lane);
+% endfor
+% endfor
+${left("bd", BT, "d", ALPHA)}\
+${right("t", "bd", B, ALPHA)}\
+    const int g = gi / ${CIN}, i = gi % ${CIN};
+${store_positions(f"v + ((clc_idx)g * {ALPHA * ALPHA} * {CIN} + i) * CLC_W_P + p0", f"(clc_idx){CIN} * CLC_W_P", "t")}\
+}
+% if not WEIGHT_GRAD:
+
+/* U for filters oi0 .. oi0 + lanes - 1 (oi = o * CIN + i) of group g */
+inline void clc_wino_weight_vec(__global const clc_data* restrict w, __global clc_real* restrict u, clc_idx oi0,
+                                int lanes, int g)
+{
+    clc_idx base[${VT}];
+    for (int l = 0; l < ${VT}; ++l) {
+        const clc_idx oi = oi0 + min(l, lanes - 1);
+% if FLIP:
+        /* the data gradient: tap (r, c) of filter (o, i) is the forward weight w[g*CIN + i][o][2-r][2-c] */
+        base[l] = ((clc_idx)(g * ${CIN} + oi % ${CIN}) * ${COUT} + oi / ${CIN}) * 9;
+% else:
+        base[l] = ((clc_idx)g * ${COUT * CIN} + oi) * 9;
+% endif
+    }
+    clc_wvec f[3][3], gf[${ALPHA}][3], t[${ALPHA}][${ALPHA}];
+    clc_real lane[${VT}];
+% for k in range(9):
+    for (int l = 0; l < ${VT}; ++l) lane[l] = clc_ld(w, base[l] + ${8 - k if FLIP else k});
+    f[${k // 3}][${k % 3}] = vload${VT}(0, lane);
+% endfor
+${left("gf", G, "f", 3)}\
+${right("t", "gf", GT, ALPHA)}\
+${store_positions(f"u + (clc_idx)g * {ALPHA * ALPHA} * {COUT} * {CIN} + oi0", f"(clc_idx){COUT} * {CIN}", "t")}\
+}
+% else:
+
+/* Y for tiles p0 .. p0 + lanes - 1 of output channel go (lanes past them repeat the last tile) */
+inline void clc_wino_grad_output_vec(__global const clc_data* restrict dy, __global clc_real* restrict ydy, clc_idx p0,
+                                     int lanes, int go)
+{
+    clc_idx base[${VT}];
+    int row0[${VT}], col0[${VT}];
+    for (int l = 0; l < ${VT}; ++l) {
+        const clc_idx p = p0 + min(l, lanes - 1);
+        const int tx = (int)(p % ${TW}), ty = (int)((p / ${TW}) % ${TH});
+        const clc_idx n = p / ((clc_idx)${TH} * ${TW});
+        base[l] = n * ${GROUPS * COUT} * ${OH * OW} + go * CLC_W_DST_C;
+        row0[l] = ty * ${M};
+        col0[l] = tx * ${M};
+    }
+    clc_wvec e[${M}][${M}], ae[${ALPHA}][${M}], t[${ALPHA}][${ALPHA}];
+    clc_real lane[${VT}];
+% for r in range(M):
+% for c in range(M):
+    for (int l = 0; l < ${VT}; ++l) {
+        const int row = row0[l] + ${r}, col = col0[l] + ${c};
+        lane[l] = (row < ${OH} && col < ${OW}) ? clc_ld(dy, base[l] + (row * ${OW} + col) * CLC_W_DST_P) : (clc_real)0;
+    }
+    e[${r}][${c}] = vload${VT}(0, lane);
+% endfor
+% endfor
+${left("ae", A, "e", M)}\
+${right("t", "ae", AT, ALPHA)}\
+    const int g = go / ${COUT}, o = go % ${COUT};
+${store_positions(f"ydy + ((clc_idx)g * {ALPHA * ALPHA} * {COUT} + o) * CLC_W_P + p0", f"(clc_idx){COUT} * CLC_W_P", "t")}\
+}
+% endif
+% endif
 ${prelude.entry_points(self, entries)}\
 ##
 <%def name="clc_wino_transforms()">
@@ -162,6 +282,28 @@ __kernel void clc_wino_transforms(__global const clc_data* restrict src_base, co
     /* other: the weight -> U (forward, data gradient), or dy -> Y (weight gradient) */
     const clc_idx x = get_global_id(0);
     const int row = get_global_id(1);
+% if VT > 1:
+    /* VT tiles (filters) per work-item: runs of VT tiles along x; the weight's filters in runs of VT
+       within a group, ROW_WIDTH runs to a row */
+    if (row < ${GROUPS * CIN}) {
+        if (x * ${VT} < CLC_W_P)
+            clc_wino_input_vec(src_base + src_off, v, x * ${VT}, (int)min((clc_idx)${VT}, CLC_W_P - x * ${VT}), row);
+        return;
+    }
+% if WEIGHT_GRAD:
+    if (x * ${VT} < CLC_W_P)
+        clc_wino_grad_output_vec(other_base + other_off, other_out, x * ${VT}, (int)min((clc_idx)${VT}, CLC_W_P - x * ${VT}),
+                                 row - ${GROUPS * CIN});
+% else:
+<% runs = -(-(COUT * CIN) // VT) %>\
+    const clc_idx run = (clc_idx)(row - ${GROUPS * CIN}) * ${ROW_WIDTH} + x;  /* g * ${runs} + run within the group */
+    if (run < ${GROUPS * runs}) {
+        const clc_idx oi0 = run % ${runs} * ${VT};
+        clc_wino_weight_vec(other_base + other_off, other_out, oi0, (int)min((clc_idx)${VT}, (clc_idx)${COUT * CIN} - oi0),
+                            (int)(run / ${runs}));
+    }
+% endif
+% else:
     if (row < ${GROUPS * CIN}) {
         if (x < CLC_W_P) clc_wino_input(src_base + src_off, v, x, row);
         return;
@@ -172,6 +314,7 @@ __kernel void clc_wino_transforms(__global const clc_data* restrict src_base, co
     const clc_idx filter = (clc_idx)(row - ${GROUPS * CIN}) * ${ROW_WIDTH} + x;  /* g * COUT * CIN + oi */
     if (filter < (clc_idx)${GROUPS * COUT * CIN})
         clc_wino_weight(other_base + other_off, other_out, filter % ${COUT * CIN}, (int)(filter / ${COUT * CIN}));
+% endif
 % endif
 }
 </%def>\
@@ -184,6 +327,50 @@ __kernel void clc_wino_output(__global const clc_real* restrict m,
                               __global const clc_data* restrict residual_base, const long residual_off,
                               __global clc_data* restrict dst_base, const long dst_off)
 {
+% if VT > 1:
+    /* VT tiles per work-item: a vector load per position, the transform on vectors, then each tile's
+       outputs stored through the epilogue */
+    const clc_idx p0 = get_global_id(0) * ${VT};
+    if (p0 >= CLC_W_P) return;
+    const int lanes = (int)min((clc_idx)${VT}, CLC_W_P - p0);
+    const int go = get_global_id(1);                  /* g * COUT + o */
+    const int g = go / ${COUT}, o = go % ${COUT};
+    __global const clc_real* restrict in = m + ((clc_idx)g * ${ALPHA * ALPHA} * ${COUT} + o) * CLC_W_P + p0;
+    const clc_idx step = (clc_idx)${COUT} * CLC_W_P;
+    clc_wvec t[${ALPHA}][${ALPHA}], at[${M}][${ALPHA}], y[${M}][${M}];
+    clc_real lane[${VT}];
+% for k in range(ALPHA * ALPHA):
+    if (lanes == ${VT}) {
+        t[${k // ALPHA}][${k % ALPHA}] = vload${VT}(0, in + ${k} * step);
+    } else {
+        for (int l = 0; l < ${VT}; ++l) lane[l] = in[${k} * step + min(l, lanes - 1)];
+        t[${k // ALPHA}][${k % ALPHA}] = vload${VT}(0, lane);
+    }
+% endfor
+${left("at", AT, "t", ALPHA)}\
+${right("y", "at", A, M)}\
+    clc_real ys[${M * M}][${VT}];
+% for k in range(M * M):
+    vstore${VT}(y[${k // M}][${k % M}], 0, ys[${k}]);
+% endfor
+    __global clc_data* restrict dst = dst_base + dst_off;
+    __global const clc_data* restrict bias = bias_base + bias_off;
+    __global const clc_data* restrict residual = residual_base + residual_off;
+    for (int l = 0; l < lanes; ++l) {
+        const clc_idx p = p0 + l;
+        const int tx = (int)(p % ${TW}), ty = (int)((p / ${TW}) % ${TH});
+        const clc_idx n = p / ((clc_idx)${TH} * ${TW});
+        const clc_idx plane = n * ${GROUPS * COUT} * ${OH * OW} + go * CLC_W_DST_C;  /* channel go of image n */
+        for (int r = 0; r < ${M}; ++r) {
+            const int row = ty * ${M} + r;
+            if (row >= ${OH}) break;
+            for (int c = 0; c < ${M}; ++c) {
+                const int col = tx * ${M} + c;
+                if (col < ${OW}) clc_store_result(dst, plane + (row * ${OW} + col) * CLC_W_DST_P, ys[r * ${M} + c][l], bias, go, residual);
+            }
+        }
+    }
+% else:
     const clc_idx p = get_global_id(0);
     if (p >= CLC_W_P) return;
     const int go = get_global_id(1);                  /* g * COUT + o */
@@ -209,6 +396,7 @@ ${right("y", "at", A, M)}\
             if (col < ${OW}) clc_store_result(dst, plane + (row * ${OW} + col) * CLC_W_DST_P, y[r][c], bias, go, residual);
         }
     }
+% endif
 }
 </%def>\
 ##
@@ -219,6 +407,43 @@ ${right("y", "at", A, M)}\
 __kernel void clc_wino_weight_grad(__global const clc_real* restrict m,
                                    __global clc_data* restrict dw_base, const long dw_off)
 {
+% if VT > 1:
+    /* VT consecutive filters per work-item: each position's sums a vector load per piece */
+    const clc_idx oi0 = get_global_id(0) * ${VT};
+    if (oi0 >= (clc_idx)${COUT} * ${CIN}) return;
+    const int lanes = (int)min((clc_idx)${VT}, (clc_idx)${COUT} * ${CIN} - oi0);
+    const int g = get_global_id(1);
+    const clc_idx position = (clc_idx)${COUT} * ${CIN};  /* from one t to the next */
+    const clc_idx piece = (clc_idx)${GROUPS * ALPHA * ALPHA} * position;  /* from one piece to the next */
+    __global const clc_real* restrict in = m + (clc_idx)g * ${ALPHA * ALPHA} * position + oi0;
+    clc_wvec t[${ALPHA}][${ALPHA}], gt[3][${ALPHA}], f[3][3];
+    clc_real lane[${VT}];
+% for k in range(ALPHA * ALPHA):
+    if (lanes == ${VT}) {
+        clc_wvec acc = vload${VT}(0, in + ${k} * position);
+        for (int s = 1; s < ${SPLITS}; ++s) acc += vload${VT}(0, in + s * piece + ${k} * position);
+        t[${k // ALPHA}][${k % ALPHA}] = acc;
+    } else {
+        for (int l = 0; l < ${VT}; ++l) {
+            const clc_idx at = ${k} * position + min(l, lanes - 1);
+            clc_real acc = in[at];
+            for (int s = 1; s < ${SPLITS}; ++s) acc += in[s * piece + at];
+            lane[l] = acc;
+        }
+        t[${k // ALPHA}][${k % ALPHA}] = vload${VT}(0, lane);
+    }
+% endfor
+${left("gt", GT, "t", ALPHA)}\
+${right("f", "gt", G, 3)}\
+    clc_real fs[9][${VT}];
+% for k in range(9):
+    vstore${VT}(f[${k // 3}][${k % 3}], 0, fs[${k}]);
+% endfor
+    /* dw[g*COUT + o][i][r][c], the canonical layout whatever the activations' */
+    __global clc_data* restrict dw = dw_base + dw_off + ((clc_idx)g * ${COUT} * ${CIN} + oi0) * 9;
+    for (int l = 0; l < lanes; ++l)
+        for (int k = 0; k < 9; ++k) clc_st(dw, l * 9 + k, fs[k][l]);
+% else:
     const clc_idx oi = get_global_id(0);
     if (oi >= (clc_idx)${COUT} * ${CIN}) return;
     const int g = get_global_id(1);
@@ -236,5 +461,6 @@ ${right("f", "gt", G, 3)}\
     /* dw[g*COUT + o][i][r][c], the canonical layout whatever the activations' */
     __global clc_data* restrict dw = dw_base + dw_off + ((clc_idx)g * ${COUT} * ${CIN} + oi) * 9;
     for (int k = 0; k < 9; ++k) clc_st(dw, k, f[k / 3][k % 3]);
+% endif
 }
 </%def>\

@@ -13,10 +13,13 @@ Which configuration the planner offers a device: tests/unit/test_gemm_tiles.py.
 
 from __future__ import annotations
 
+import importlib
+
 import pyopencl.array as cl_array
 import pytest
 
 import clconv
+from clconv import caches, limits
 from clconv.algorithms import REGISTRY
 from clconv.algorithms.gemm import TILE_KEYS, cpu_config
 from clconv.passes import PASSES
@@ -309,6 +312,28 @@ def test_winograd_gemm_tiles(queue, rng, case, pass_, m):
     tag, tile = WINOGRAD_TILES[case]
     run_prepared(queue, rng, Problem(geometry(tag), pass_, "float32", bias=pass_ == "forward"),
                  REGISTRY["winograd"], {"m": m, **tile}, share=WINOGRAD_ERROR[m])
+
+
+@pytest.mark.parametrize("m", [2, 4])
+@pytest.mark.parametrize("pass_", ["forward", "backward_data", "backward_weight"])
+@pytest.mark.parametrize("vt", [1, 16], ids=["one-tile", "vectors"])
+def test_winograd_transforms_per_work_item(queue, rng, monkeypatch, pass_, m, vt):
+    """The transforms with one tile (filter) per work-item, as GPUs run them, and with vectors of 16
+    (CPUs with vector lanes), on any device: runs of tiles and filters cut short at the end (90 2x2
+    tiles, 15 filters a group), the weight's runs within a group, the data gradient's flipped weight."""
+    winograd_module = importlib.import_module("clconv.algorithms.winograd")
+    monkeypatch.setattr(winograd_module, "CPU_VT", vt)
+    problem = Problem(geometry(WINOGRAD), pass_, "float32", bias=pass_ == "forward")
+    winograd = REGISTRY["winograd"]
+    config = {"m": m, **CPU["wm4-vn8"], **({"splits": 2} if pass_ == "backward_weight" else {})}
+    plan = winograd.plan(problem, config, queue.device)
+    lanes = limits.of(queue.device).lanes(4) >= 4 and not limits.of(queue.device).gpu
+    assert plan.calls[0].source.params["VT"] == (vt if lanes else 1)
+    caches.clear_caches()  # the prepared runners are keyed without CPU_VT: none from another test, none left
+    try:
+        run_prepared(queue, rng, problem, winograd, config, share=WINOGRAD_ERROR[m])
+    finally:
+        caches.clear_caches()
 
 
 # Share of reference.tolerance each tile side's error stays within: F(2x2, 3x3) measured at most

@@ -18,6 +18,7 @@ for set in $sets; do
         small) args="$SMALL" ;;
         unseen) args="docs/perf/h200-unseen-layers.txt" ;;
         holdout) args="docs/perf/h200-holdout-layers.txt" ;;
+        validation) args="docs/perf/h200-validation-layers.txt" ;;
         unseen_tuned) cache=$(mktemp -d); start=$SECONDS
                       CLCONV_CACHE_DIR=$cache timeout 400 python3 -m clconv tune docs/perf/h200-unseen-layers.txt \
                           --quiet --json "$out/unseen_tune.json" >> "$log" 2>&1
@@ -27,7 +28,8 @@ for set in $sets; do
                       grep -iE "geometric|stream of default" "$log" | tail -2; continue ;;
         tune_*) what=${set#tune_}; cache=$(mktemp -d); start=$SECONDS
                 case $what in gpu) spec="gpu" ;; vgg11) spec="shapes_vgg_11 --batch 8" ;; small) spec="$SMALL" ;;
-                              unseen) spec="docs/perf/h200-unseen-layers.txt" ;; holdout) spec="docs/perf/h200-holdout-layers.txt" ;; esac
+                              unseen) spec="docs/perf/h200-unseen-layers.txt" ;; holdout) spec="docs/perf/h200-holdout-layers.txt" ;;
+                              validation) spec="docs/perf/h200-validation-layers.txt" ;; esac
                 # shellcheck disable=SC2086
                 CLCONV_CACHE_DIR=$cache timeout 300 python3 -m clconv tune $spec --quiet --json "$out/$set.json" >> "$log" 2>&1
                 echo "== $set: exit $? after $((SECONDS - start)) s" | tee -a "$log"; continue ;;

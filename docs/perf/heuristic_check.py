@@ -53,7 +53,7 @@ def judge(name: str, specs: list[str], batch, run: dict, device, show_rows: bool
     for spec in specs:
         for layer in shapes.resolve_layers(spec, batch):
             geometry[layer.label] = layer.geometry
-    ratios = []
+    ratios, untimed = [], 0
     for row in run["tuned"]:
         problem = Problem(geometry[row["layer"]], row["pass"], "float32")
         times = row["times_ms"]
@@ -63,6 +63,7 @@ def judge(name: str, specs: list[str], batch, run: dict, device, show_rows: bool
         mark = " "
         if key not in times:
             mark = "~"
+            untimed += 1
             same = [ms for k, ms in times.items() if k.split(" ")[0] == algorithm.name]
             if not same:
                 print(f"  {row['layer'][:36]:36s} {row['pass']:16s} {algorithm.name}: not timed by the run, skipped")
@@ -77,7 +78,8 @@ def judge(name: str, specs: list[str], batch, run: dict, device, show_rows: bool
     geomean = math.exp(sum(map(math.log, ratios)) / len(ratios))
     worst = max(ratios)
     print(f"{name:14s} {len(ratios):3d} layer-passes: the heuristic's first candidate {geomean:.3f}x the best "
-          f"(worst {worst:.2f}x; {sum(r > 1.10 for r in ratios)} over 1.10x)")
+          f"(worst {worst:.2f}x; {sum(r > 1.10 for r in ratios)} over 1.10x; {untimed} configs untimed, read as "
+          f"their algorithm's fastest)")
     return ratios
 
 

@@ -48,39 +48,56 @@ class H200:
     extensions = "cl_khr_fp64"
 
 
-def judge(name: str, specs: list[str], batch, run: dict, device, show_rows: bool) -> list[float]:
+def h200():
+    """The H200 of the runs, described by hand and registered with clconv.limits (no probe)."""
+    device = H200()
+    limits.register(device, limits.Limits(work_group=1024, work_item_sizes=(1024, 1024, 64), local_mem=48 * 1024,
+                                          compute_units=132, gpu=True))
+    return device
+
+
+def judge(specs: list[str], batch, run: dict, device) -> list[dict]:
+    """For each layer-pass of ``run``: the heuristic's first candidate, its time and the best's."""
     geometry = {}
     for spec in specs:
         for layer in shapes.resolve_layers(spec, batch):
             geometry[layer.label] = layer.geometry
-    ratios, untimed = [], 0
+    rows = []
     for row in run["tuned"]:
         problem = Problem(geometry[row["layer"]], row["pass"], "float32")
         times = row["times_ms"]
-        best = min(times.values())
+        best = min(times, key=times.get)
         algorithm, config = candidates(problem, device)[0]
         key = label(algorithm, config)
-        mark = " "
-        if key not in times:
-            mark = "~"
-            untimed += 1
-            same = [ms for k, ms in times.items() if k.split(" ")[0] == algorithm.name]
+        timed = key in times
+        if not timed:  # a config the run did not time: its algorithm's fastest that it did
+            same = [k for k in times if k.split(" ")[0] == algorithm.name]
             if not same:
-                print(f"  {row['layer'][:36]:36s} {row['pass']:16s} {algorithm.name}: not timed by the run, skipped")
                 continue
-            ms = min(same)
-        else:
-            ms = times[key]
-        ratios.append(ms / best)
-        if show_rows:
-            print(f"  {row['layer'][:36]:36s} {row['pass']:16s} {algorithm.name:14s}{mark} {ms:7.3f} ms "
-                  f"{ms / best:5.2f}x the best ({min(times, key=times.get).split(' ')[0]}, {best:.3f} ms)")
-    geomean = math.exp(sum(map(math.log, ratios)) / len(ratios))
-    worst = max(ratios)
-    print(f"{name:14s} {len(ratios):3d} layer-passes: the heuristic's first candidate {geomean:.3f}x the best "
-          f"(worst {worst:.2f}x; {sum(r > 1.10 for r in ratios)} over 1.10x; {untimed} configs untimed, read as "
-          f"their algorithm's fastest)")
-    return ratios
+            key = min(same, key=times.get)
+        rows.append({"layer": row["layer"], "pass": row["pass"], "chosen": key, "timed": timed, "ms": times[key],
+                     "best": best, "best_ms": times[best], "ratio": times[key] / times[best]})
+    return rows
+
+
+def geomean(values) -> float:
+    values = list(values)
+    return math.exp(sum(map(math.log, values)) / len(values))
+
+
+def with_workspace_limit():
+    """The default workspace limit on the H200 (2 GiB: a quarter of its memory is more)."""
+    settings.workspace_limit = lambda _device: 2**31
+
+
+def report(name: str, rows: list[dict], show_rows: bool) -> None:
+    for r in rows if show_rows else ():
+        print(f"  {r['layer'][:36]:36s} {r['pass']:16s} {r['chosen'].split(' ')[0]:14s}{' ' if r['timed'] else '~'} "
+              f"{r['ms']:7.3f} ms {r['ratio']:5.2f}x the best ({r['best'].split(' ')[0]}, {r['best_ms']:.3f} ms)")
+    ratios = [r["ratio"] for r in rows]
+    print(f"{name:14s} {len(ratios):3d} layer-passes: the heuristic's first candidate {geomean(ratios):.3f}x the best "
+          f"(worst {max(ratios):.2f}x; {sum(x > 1.10 for x in ratios)} over 1.10x; "
+          f"{sum(not r['timed'] for r in rows)} configs untimed, read as their algorithm's fastest)")
 
 
 def main():
@@ -88,17 +105,16 @@ def main():
     parser.add_argument("runs", nargs="*", help="SPEC=FILE.json: a shape spec and its `clconv tune --json` run")
     parser.add_argument("--rows", action="store_true", help="every layer-pass, not only each set's summary")
     args = parser.parse_args()
-    device = H200()
-    limits.register(device, limits.Limits(work_group=1024, work_item_sizes=(1024, 1024, 64), local_mem=48 * 1024,
-                                          compute_units=132, gpu=True))
-    settings.workspace_limit = lambda _device: 2**31  # the default limit on the H200 (a quarter of 150 GB caps it)
+    device = h200()
+    with_workspace_limit()
     sets = {spec: ([spec], None, path) for spec, path in (r.split("=", 1) for r in args.runs)} if args.runs else SETS
     everything = []
     for name, (specs, batch, path) in sets.items():
         run = json.loads((HERE / path if not Path(path).exists() else Path(path)).read_text())
-        everything += judge(name, specs, batch, run, device, args.rows)
-    print(f"{'all':14s} {len(everything):3d} layer-passes: "
-          f"{math.exp(sum(map(math.log, everything)) / len(everything)):.3f}x the best (worst {max(everything):.2f}x)")
+        rows = judge(specs, batch, run, device)
+        report(name, rows, args.rows)
+        everything += [r["ratio"] for r in rows]
+    print(f"{'all':14s} {len(everything):3d} layer-passes: {geomean(everything):.3f}x the best (worst {max(everything):.2f}x)")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,45 @@
+"""The GPU heuristic against stored H200 tuning runs (docs/perf/h200-candidates-*.json: every
+candidate's kernel time for 156 layer-passes of five layer sets, three of them other networks'):
+the candidate it puts first, on that H200 described by hand, must stay near the best.  No GPU runs
+here; this is what keeps an edit of the GPU order from going unseen on a CPU-only CI."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from clconv import settings
+
+PERF = Path(__file__).resolve().parents[2] / "docs" / "perf"
+sys.path.insert(0, str(PERF))
+import heuristic_check  # noqa: E402  (docs/perf/heuristic_check.py: the same judging, as a command)
+
+
+@pytest.fixture(scope="module")
+def judged():
+    saved = settings.workspace_limit
+    heuristic_check.with_workspace_limit()
+    try:
+        device = heuristic_check.h200()
+        return {name: heuristic_check.judge(specs, batch, json.loads((PERF / path).read_text()), device)
+                for name, (specs, batch, path) in heuristic_check.SETS.items()}
+    finally:
+        settings.workspace_limit = saved
+
+
+def test_every_stored_layer_pass_is_judged(judged):
+    assert sum(len(rows) for rows in judged.values()) == 156
+
+
+def test_the_first_candidate_stays_near_the_best(judged):
+    """1.067x the best over all (worst 1.53x) when written (2026-12-02); before the rules of that
+    day 1.122x with a 4.03x row (a batch-1 data gradient taken to implicit_gemm, not winograd)."""
+    everything = [r["ratio"] for rows in judged.values() for r in rows]
+    assert heuristic_check.geomean(everything) <= 1.08
+    for name, rows in judged.items():
+        assert heuristic_check.geomean(r["ratio"] for r in rows) <= 1.15, name
+        worst = max(rows, key=lambda r: r["ratio"])
+        assert worst["ratio"] <= 2.0, (name, worst)

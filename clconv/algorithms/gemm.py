@@ -14,7 +14,7 @@ splitk          --                           --                           implic
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
 import numpy as np
@@ -289,9 +289,14 @@ class GemmShape:
 # with 25-196 column blocks, 0.88x with 7, where packing a 2.4 MB weight costs 12% of the GEMM).
 # The weight gradient's A, dy rows of the chunk's images, is packed per chunk (PER_CHUNK_VIEWS):
 # read in place, each k step broadcasts WM values from WM rows a channel's pixels apart.
-PACKED_A_VIEWS = ("a_weight", "a_weight_t", "a_weight_bwd_data", "a_grad_output_rows")
+# Winograd's workspace matrices (its transformed weight U, a GEMM per tile position) are packed once
+# per call where the GEMMs sweep them 4+ times: on PoCL (AVX2, 2 threads) the GEMMs then ran in
+# 0.5-0.6x the time, and the packing cost less than that from 4 sweeps (14x14x128 at batch 4, 4 sweeps:
+# 2.55 -> 2.17 ms in all; 28x28x64 at batch 4, 13: 3.05 -> 2.23), more with 1-2 (a 256x256 U at batch
+# 1, one sweep: 3.97 -> 5.40).
+PACKED_A_VIEWS = ("a_weight", "a_weight_t", "a_weight_bwd_data", "a_grad_output_rows", "a_matrix")
 PER_CHUNK_VIEWS = ("a_grad_output_rows",)
-MIN_SWEEPS_TO_PACK = {"a_weight": 16, "a_grad_output_rows": 4}
+MIN_SWEEPS_TO_PACK = {"a_weight": 16, "a_grad_output_rows": 4, "a_matrix": 4}
 
 
 def _packs_a(shape: GemmShape, tile: dict, launches: int) -> bool:
@@ -318,7 +323,7 @@ class Gemm:
     source: KernelSource
     global_size: tuple[int, ...]
     local_size: tuple[int, ...]
-    packs: str | None = None  # the role of the tensor packed as A: "w", or "dy" (the chunk's images)
+    packs: str | None = None  # the role packed as A: "w", "dy" (the chunk's images), or a workspace
     pack_size: tuple[int, ...] = ()  # clc_pack_a's global size
     pack_bytes: int = 0
 
@@ -408,7 +413,8 @@ def _cpu_gemm(problem: Problem, shape: GemmShape, tile: dict, index: str, launch
     lm = min(tile["LX"], blocks)  # work-items per work-group along M
     nb = min(tile.get("NB", 1), -(-shape.N // tile["VN"]))  # no more blocks than N has
     packed = _packs_a(shape, {**tile, "NB": nb}, launches)
-    pack_bytes = problem.geometry.groups * blocks * tile["WM"] * shape.K * problem.itemsize if packed else 0
+    gemms = shape.count(problem.geometry)
+    pack_bytes = gemms * blocks * tile["WM"] * shape.K * problem.itemsize if packed else 0
     if packed and problem.geometry.needs_int64(pack_bytes // problem.itemsize):
         index = "long"
     src = source(
@@ -423,13 +429,15 @@ def _cpu_gemm(problem: Problem, shape: GemmShape, tile: dict, index: str, launch
     if not packed:
         return Gemm(src, global_size, (lm, 1, 1))
     return Gemm(src, global_size, (lm, 1, 1), packs="dy" if shape.a_view in PER_CHUNK_VIEWS else "w",
-                pack_size=(shape.K, blocks, problem.geometry.groups), pack_bytes=pack_bytes)
+                pack_size=(shape.K, blocks, gemms), pack_bytes=pack_bytes)
 
 
 def gemm_calls(problem: Problem, shape: GemmShape, tile: dict, index: str, a: str, b: str, c: str,
                bias: str | None = None) -> tuple[list[KernelCall], dict[str, int]]:
     """The calls of one GEMM (A's packing first, where it is packed) and their workspaces."""
     core = gemm(problem, shape, tile, index)
+    if core.pack and shape.a_view == "a_matrix":
+        core = replace(core, packs=a)  # a workspace of the plan's (Winograd's), not the call's weight
     calls = [core.packing()] if core.pack else []  # one launch: a per-chunk A is the whole batch's
     if shape.swapped:
         a, b = b, a

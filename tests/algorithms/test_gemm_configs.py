@@ -320,7 +320,8 @@ def test_winograd_gemm_tiles(queue, rng, case, pass_, m):
 def test_winograd_transforms_per_work_item(queue, rng, monkeypatch, pass_, m, vt):
     """The transforms with one tile (filter) per work-item, as GPUs run them, and with vectors of 16
     (CPUs with vector lanes), on any device: runs of tiles and filters cut short at the end (90 2x2
-    tiles, 15 filters a group), the weight's runs within a group, the data gradient's flipped weight."""
+    tiles, 15 filters a group), the weight's runs within a group, the data gradient's flipped weight;
+    the CPU GEMM reading U packed (two groups x 16 positions of GEMMs)."""
     winograd_module = importlib.import_module("clconv.algorithms.winograd")
     monkeypatch.setattr(winograd_module, "CPU_VT", vt)
     problem = Problem(geometry(WINOGRAD), pass_, "float32", bias=pass_ == "forward")
@@ -329,6 +330,10 @@ def test_winograd_transforms_per_work_item(queue, rng, monkeypatch, pass_, m, vt
     plan = winograd.plan(problem, config, queue.device)
     lanes = limits.of(queue.device).lanes(4) >= 4 and not limits.of(queue.device).gpu
     assert plan.calls[0].source.params["VT"] == (vt if lanes else 1)
+    # the CPU GEMM packs U (forward, data gradient) where its 8-column blocks sweep it 4+ times (90 2x2
+    # tiles: 12; 18 or 27 4x4 tiles: 3 or 4)
+    sweeps = -(-winograd.tiles(problem, m) // 8)
+    assert ("clc_pack_a" in [c.entry for c in plan.calls]) == (pass_ != "backward_weight" and sweeps >= 4)
     caches.clear_caches()  # the prepared runners are keyed without CPU_VT: none from another test, none left
     try:
         run_prepared(queue, rng, problem, winograd, config, share=WINOGRAD_ERROR[m])

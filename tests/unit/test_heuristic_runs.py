@@ -31,12 +31,13 @@ def judged():
 
 
 def test_every_stored_layer_pass_is_judged(judged):
-    assert sum(len(rows) for rows in judged.values()) == 156
+    assert sum(len(rows) for rows in judged.values()) == 207
 
 
 def test_the_first_candidate_stays_near_the_best(judged):
-    """1.067x the best over all (worst 1.53x) when written (2026-12-02); before the rules of that
-    day 1.122x with a 4.03x row (a batch-1 data gradient taken to implicit_gemm, not winograd)."""
+    """1.071x the best over all (worst 1.54x) when written (2026-12-02; 1.082x on the list tuned after
+    the rules were set); before the rules of that day 1.122x over the first five sets, with a 4.03x
+    row (a batch-1 data gradient taken to implicit_gemm, not winograd)."""
     everything = [r["ratio"] for rows in judged.values() for r in rows]
     assert heuristic_check.geomean(everything) <= 1.08
     for name, rows in judged.items():

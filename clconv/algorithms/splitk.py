@@ -106,12 +106,18 @@ class SplitK(Algorithm):
             # and small groups fill it evenly.  On an H200 sweep the 64x64 tile (64 work-items, 8x8
             # blocks) ran the 1x1 256->64 layer's weight gradient 1.3-1.7x faster than 64x128 at
             # every piece count, and at its best count was within 5% of the best candidate on every
-            # layer it did not waste on.
+            # layer it did not waste on.  With taps, each load of B (the unfolded input) decodes a
+            # tap and a pixel, and a larger tile reuses it over more rows: there, between the block
+            # and the work-group, the larger tile (128x64 and 128x128 ran 10-46% faster than 64x64 at
+            # the same pieces on six such layers of the H200 tuning runs, docs/perf/heuristic_check.py).
+            taps = problem.geometry.kernel_volume > 1
+
             def rank(tile):
                 if is_cpu_config(tile):
-                    return (float("inf"), 0, 0)
+                    return (float("inf"), 0, 0, 0)
                 waste = edge_waste(shape.M, shape.N, tile["TM"], tile["TN"])
-                return (round(waste, 9), -tile["WM"] * tile["WN"], work_items(tile))
+                area = -tile["TM"] * tile["TN"] if taps else 0
+                return (round(waste, 9), -tile["WM"] * tile["WN"], area, work_items(tile))
             tiles.sort(key=rank)
         out = []
         for tile in tiles[:4]:

@@ -84,7 +84,7 @@ def heuristic_order(problem: Problem, device: cl.Device) -> list[str]:
     """Algorithms in the order to try without measuring (best guess first)."""
     g = problem.geometry
     if not is_gpu(device):
-        return _cpu_heuristic_order(problem)
+        return _cpu_heuristic_order(problem, device)
     order = []
     if _winograd_pays(problem, device):
         # 2.25-4x fewer multiplies: tuning picks it for 3x3 stride-1 layers from 32 channels
@@ -203,11 +203,12 @@ DATA_GRADIENT_MIN_FLOPS = 2**30
 DATA_GRADIENT_MIN_TILES = 160
 
 
-def _cpu_heuristic_order(problem: Problem) -> list[str]:
+def _cpu_heuristic_order(problem: Problem, device: cl.Device) -> list[str]:
     """CPU devices (PoCL): the GEMM without local memory (kernels/gemm_cpu.mako) reads B with
     vector loads only where B is contiguous along N: a column buffer, or the input or output
     gradient of a 1x1 stride-1 layer.  So im2col first, gemm1x1 for those 1x1 layers' forward and
-    data gradient, no split-K (the cores are few: a GEMM has work-items enough); measured on PoCL
+    data gradient, no split-K (the cores are few: a GEMM has work-items enough), Winograd for the
+    forward of 3x3 stride-1 layers with channels enough (``_cpu_winograd_pays``); measured on PoCL
     in docs/performance.md.  Tiny passes (``CPU_TINY_FLOPS``) take `direct`, which builds fastest."""
     g = problem.geometry
     order = []
@@ -221,8 +222,40 @@ def _cpu_heuristic_order(problem: Problem) -> list[str]:
         order.append("gemm1x1")
     if g.reduction_length < 8 or g.flops <= CPU_TINY_FLOPS:
         order.append("direct")
+    if _cpu_winograd_pays(problem, device):
+        order.append("winograd")
     order += ["im2col", "gemm1x1", "implicit_gemm", "splitk", "direct"]
     return list(dict.fromkeys(order))
+
+
+# The fewest input and output channels per group for Winograd's forward first on a CPU: its GEMMs
+# (C_out x tiles, over C_in, one per tile position) need rows and a contraction long enough to run
+# near the column buffer's GEMM rate (which contracts over 9 C_in).
+CPU_WINOGRAD_MIN_CHANNELS = 64
+
+
+def _cpu_winograd_pays(problem: Problem, device: cl.Device) -> bool:
+    """Whether ``winograd`` comes first on a CPU: the forward of a 3x3 stride-1 layer it serves, with
+    at least CPU_WINOGRAD_MIN_CHANNELS input and output channels per group, channels-first, on a CPU
+    with vector lanes (its transforms and GEMM are written in explicit vectors there).
+
+    Measured on PoCL (2-core EPYC, AVX2, 2 threads) against im2col, interleaved, the minimum of 4
+    rounds (docs/performance.md): from 64 channels the forward ran in 0.51-0.95x im2col's time on
+    all 9 layers (7x7 to 56x56, batch 1-4; F(2x2, 3x3) where 4x4 tiles are few, as Winograd.sides
+    orders them); with 32 channels 0.84x and 1.32x in two runs, with 16 1.14x and 1.77x (its 36
+    GEMMs over 16 channels ran at a seventh of the column buffer's GEMM rate).  The data gradient
+    (0.69-1.61x over the 9, geometric mean 0.97: no better than im2col within this machine's noise)
+    and the weight gradient (1.1-3.4x on 8 of 11 layers: its GEMM reads V across the tiles lane by
+    lane) stay with im2col."""
+    if problem.pass_ != "forward" or problem.layout != CHANNELS_FIRST:
+        return False
+    if limits.of(device).lanes(problem.itemsize) < 4:
+        return False
+    g = problem.geometry
+    if min(g.cin_per_group, g.cout_per_group) < CPU_WINOGRAD_MIN_CHANNELS:
+        return False
+    winograd = REGISTRY.get("winograd")
+    return isinstance(winograd, Winograd) and winograd.decline_reason(problem, device) is None
 
 
 # A pass this small runs on the CPU with `direct` in a few tenths of a millisecond, which builds on

@@ -5,10 +5,12 @@ named algorithm that declines is a ValueError naming it, raised before anything 
 from __future__ import annotations
 
 
+from dataclasses import replace
+
 import pytest
 
 import clconv
-from clconv import planner
+from clconv import limits, planner
 from clconv.algorithms import REGISTRY
 from clconv.device import is_gpu
 from clconv.geometry import resolve_conv
@@ -41,6 +43,29 @@ def test_cpu_heuristic_prefers_column_buffers_and_1x1_gemms():
     assert [first(ODD_3X3, p) for p in PASSES] == ["direct"] * 3
 
 
+def test_cpu_heuristic_puts_winograd_first_for_forwards_with_channels_enough():
+    cpu = fake_device(gpu=False, compute_units=2)
+    limits.register(cpu, replace(limits.of(cpu), float_lanes=8, double_lanes=4))  # AVX2
+
+    def first(tag, pass_="forward", layout="channels_first", dtype="float32"):
+        return heuristic_order(Problem(geometry(tag), pass_, dtype, layout=layout), cpu)[0]
+
+    # 64+ channels in and out per group, stride 1, 3x3: the forward only (the gradients stay with im2col)
+    for tag in ("n4g1c64o64i28x28k3x3s1x1p1x1d1x1", "n1g1c256o512i7x7k3x3s1x1p1x1d1x1",
+                "n2g2c128o256i14x14k3x3s1x1p1x1d1x1"):
+        assert [first(tag, p) for p in PASSES] == ["winograd", "im2col", "im2col"], tag
+    assert first("n4g1c64o64i28x28k3x3s1x1p1x1d1x1", dtype="float64") == "winograd"
+    # fewer channels (in or out, per group), a stride, a 5x5 kernel, channels-last: im2col
+    for tag in ("n4g1c32o64i56x56k3x3s1x1p1x1d1x1", "n4g1c64o48i28x28k3x3s1x1p1x1d1x1",
+                "n2g4c128o128i14x14k3x3s1x1p1x1d1x1", "n4g1c64o64i28x28k3x3s2x2p1x1d1x1",
+                "n4g1c64o64i28x28k5x5s1x1p2x2d1x1"):
+        assert first(tag) == "im2col", tag
+    assert first("n4g1c64o64i28x28k3x3s1x1p1x1d1x1", layout="channels_last") == "im2col"
+    # a CPU without vector lanes (llvmpipe) keeps im2col
+    assert heuristic_order(_problem("n4g1c64o64i28x28k3x3s1x1p1x1d1x1"), fake_device(gpu=False, compute_units=2))[0] \
+        == "im2col"
+
+
 LARGE = ("n32g1c64o64i56x56k3x3s1x1p1x1d1x1", "n32g1c256o64i56x56k1x1s1x1p0x0d1x1",
          "n32g144c144o144i56x56k3x3s1x1p1x1d1x1")
 
@@ -67,7 +92,9 @@ def test_heuristic_picks(queue):
     # depthwise: `direct` measured fastest of these on the H200; the row kernel on CPUs
     expected = "direct" if is_gpu(queue.device) else "depthwise_rows"
     assert first(LARGE[2], "forward") == expected
-    assert first(LARGE[0], "forward") in (("winograd",) if is_gpu(queue.device) else ("implicit_gemm", "im2col"))
+    # a 64-channel 3x3: Winograd on GPUs and on CPUs with vector lanes (a column buffer on llvmpipe)
+    lanes = limits.of(queue.device).lanes(4) >= 4
+    assert first(LARGE[0], "forward") in (("winograd",) if is_gpu(queue.device) or lanes else ("implicit_gemm", "im2col"))
 
 
 H200_LIKE = fake_device(gpu=True, compute_units=132, global_mem=140 << 30)

@@ -8,10 +8,14 @@ CHANGE is one of
     gemm       the CPU GEMM's column blocks (NB) and the weight gradient's dy packed per chunk
     pieces     the im2col weight gradient's contraction in pieces (Im2col._cpu_pieces)
     residues   the strided depthwise data gradient by residue (depthwise_rows.Phase)
-e.g. ``python docs/perf/cpu_ab.py residues mb1g128ic128ih56oc128oh28kh3sh2ph1:backward_data``.
+    wvectors   Winograd's transforms with 16 tiles (filters) per work-item as vector lanes (CPU_VT)
+    wpack      the CPU GEMM packing Winograd's U (gemm.MIN_SWEEPS_TO_PACK["a_matrix"])
+e.g. ``python docs/perf/cpu_ab.py residues mb1g128ic128ih56oc128oh28kh3sh2ph1:backward_data``; the
+Winograd ones measure passes the heuristic gives Winograd (forwards of 64+ channels).
 """
 import collections
 import contextlib
+import importlib
 import math
 import sys
 
@@ -48,7 +52,18 @@ def _without_residues(problem, algorithm, config, device):
         return algorithm.plan(problem, config, device)
 
 
-BEFORE = {"gemm": _without_gemm_changes, "pieces": _without_pieces, "residues": _without_residues}
+def _without_winograd_vectors(problem, algorithm, config, device):
+    with _set(importlib.import_module("clconv.algorithms.winograd"), "CPU_VT", 1):
+        return algorithm.plan(problem, config, device)
+
+
+def _without_winograd_pack(problem, algorithm, config, device):
+    with _set(gemm, "MIN_SWEEPS_TO_PACK", {**gemm.MIN_SWEEPS_TO_PACK, "a_matrix": 10**9}):
+        return algorithm.plan(problem, config, device)
+
+
+BEFORE = {"gemm": _without_gemm_changes, "pieces": _without_pieces, "residues": _without_residues,
+          "wvectors": _without_winograd_vectors, "wpack": _without_winograd_pack}
 
 
 def main(change, args):

@@ -147,38 +147,31 @@ def _winograd_pays(problem: Problem, device: cl.Device) -> bool:
     (the input of the convolution it runs: dy's for the data gradient; for the weight gradient both
     counts, its GEMMs' rows and columns) and enough channel pairs over the groups, and for the
     gradients enough work (direct FLOPs) to pay for its three launches and transforms."""
-    winograd = REGISTRY.get("winograd")
-    if not isinstance(winograd, Winograd) or winograd.decline_reason(problem, device):
+    winograd = _serving_winograd(problem, device)
+    if winograd is None:
         return False
     g = problem.geometry
     cin, cout = ((g.cin_per_group, g.cout_per_group) if problem.pass_ == "forward"
                  else (g.cout_per_group, g.cin_per_group))
-    if problem.layout != CHANNELS_FIRST:
-        # channels-last, its transforms step a channel count between neighbouring work-items'
-        # pixels (uncoalesced), which a longer contraction must pay for in the forward and data
-        # gradient: on an H200 F(4x4, 3x3) lost to implicit_gemm at 64 channels (0.31 against
-        # 0.29 ms, 56x56; F(2x2) 0.43 against 0.31) and won at 256 (14x14: 0.16 against 0.38); 128
-        # is between, unmeasured.  The weight gradient at 64 channels ran in 0.65x split-K's time
-        if problem.pass_ == "backward_weight":
-            too_few = min(cin, cout) < 64
-        else:
-            too_few = cin < 128 or cout < 16
-        if too_few:
-            return False
+    # Channels-last, its transforms step a channel count between neighbouring work-items' pixels
+    # (uncoalesced), which a longer contraction must pay for in the forward and data gradient: on
+    # an H200 F(4x4, 3x3) lost to implicit_gemm at 64 channels (0.31 against 0.29 ms, 56x56; F(2x2)
+    # 0.43 against 0.31) and won at 256 (14x14: 0.16 against 0.38); 128 is between, unmeasured.
+    # The weight gradient at 64 channels ran in 0.65x split-K's time.  Channels-first, its GEMMs are
+    # batched over the groups and the ALPHA^2 tile positions, so the channel pairs of all groups
+    # count.  Measured on an H200 (docs/perf/heuristic_check.py): the forward and data gradient won
+    # from 32 channels (VGG's 32 -> 64: 0.94x implicit_gemm's time; 8 groups of 32: 0.72x and
+    # 0.65x) and lost at 24 (1.95x) and 8 per group (ResNeXt's, to `direct`); the weight gradient,
+    # contracting over the tiles, won from 2048 channel pairs (32 x 64 at one group, 8 x 8 at 32
+    # groups: 0.65x and 0.73x split-K's) and lost at 576 (24 x 24, 1.37x)
+    channels_first = problem.layout == CHANNELS_FIRST
+    weight_minimum, input_minimum = (8, 32) if channels_first else (64, 128)
+    if problem.pass_ == "backward_weight":
+        too_few = min(cin, cout) < weight_minimum
     else:
-        # Its GEMMs are batched over the groups and the ALPHA^2 tile positions, so the channel pairs
-        # of all groups count.  Measured on an H200 (docs/perf/heuristic_check.py): the forward
-        # and data gradient won from 32 channels (VGG's 32 -> 64: 0.94x implicit_gemm's time; 8
-        # groups of 32: 0.72x and 0.65x) and lost at 24 (1.95x) and 8 per group (ResNeXt's, to
-        # `direct`); the weight gradient, contracting over the tiles, won from 2048 channel pairs
-        # (32 x 64 at one group, 8 x 8 at 32 groups: 0.65x and 0.73x split-K's) and lost at 576
-        # (24 x 24, 1.37x)
-        if problem.pass_ == "backward_weight":
-            too_few = min(cin, cout) < 8
-        else:
-            too_few = cin < 32 or cout < 16
-        if too_few or g.groups * cin * cout < WINOGRAD_MIN_PAIRS:
-            return False
+        too_few = cin < input_minimum or cout < 16
+    if too_few or (channels_first and g.groups * cin * cout < WINOGRAD_MIN_PAIRS):
+        return False
     # The gradients need work enough.  The weight gradient contracts over the tiles and writes 16
     # or 36 products per weight; the data gradient competes with im2col's GEMM over the kernel's
     # taps, which fills the device where Winograd's GEMMs (the tiles as columns) are narrow.  On an
@@ -254,8 +247,15 @@ def _cpu_winograd_pays(problem: Problem, device: cl.Device) -> bool:
     g = problem.geometry
     if min(g.cin_per_group, g.cout_per_group) < CPU_WINOGRAD_MIN_CHANNELS:
         return False
+    return _serving_winograd(problem, device) is not None
+
+
+def _serving_winograd(problem: Problem, device: cl.Device) -> Winograd | None:
+    """The registered ``winograd`` algorithm where it serves ``problem`` on ``device``, else None."""
     winograd = REGISTRY.get("winograd")
-    return isinstance(winograd, Winograd) and winograd.decline_reason(problem, device) is None
+    if isinstance(winograd, Winograd) and winograd.decline_reason(problem, device) is None:
+        return winograd
+    return None
 
 
 # A pass this small runs on the CPU with `direct` in a few tenths of a millisecond, which builds on

@@ -145,8 +145,13 @@ def _gemm_rows(problem: Problem) -> int:
 def _winograd_pays(problem: Problem, device: cl.Device) -> bool:
     """Whether ``winograd`` serves ``problem`` with GEMMs large enough: enough channels per group
     (the input of the convolution it runs: dy's for the data gradient; for the weight gradient both
-    counts, its GEMMs' rows and columns) and enough channel pairs over the groups, and for the
-    gradients enough work (direct FLOPs) to pay for its three launches and transforms."""
+    counts, its GEMMs' rows and columns, and the channel pairs over the groups), and for the
+    gradients enough work (direct FLOPs) and tiles to pay for its three launches and transforms.
+    The same rules serve 3x3 and 5x5 kernels and any dilation (a dilated layer's tiles are its
+    phases' together): measured on 27 such layer-passes of an H200, Winograd ran in 0.25-0.84x the
+    other algorithms' best time wherever these rules put it first, against 0.45-0.84x for its 3x3
+    undilated layers (docs/perf/h200-candidates-kernels.json and the re-tuned rows of the three
+    lists; docs/performance.md)."""
     winograd = _serving_winograd(problem, device)
     if winograd is None:
         return False
@@ -157,43 +162,49 @@ def _winograd_pays(problem: Problem, device: cl.Device) -> bool:
     # (uncoalesced), which a longer contraction must pay for in the forward and data gradient: on
     # an H200 F(4x4, 3x3) lost to implicit_gemm at 64 channels (0.31 against 0.29 ms, 56x56; F(2x2)
     # 0.43 against 0.31) and won at 256 (14x14: 0.16 against 0.38); 128 is between, unmeasured.
-    # The weight gradient at 64 channels ran in 0.65x split-K's time.  Channels-first, its GEMMs are
-    # batched over the groups and the ALPHA^2 tile positions, so the channel pairs of all groups
-    # count.  Measured on an H200 (docs/perf/heuristic_check.py): the forward and data gradient won
-    # from 32 channels (VGG's 32 -> 64: 0.94x implicit_gemm's time; 8 groups of 32: 0.72x and
-    # 0.65x) and lost at 24 (1.95x) and 8 per group (ResNeXt's, to `direct`); the weight gradient,
-    # contracting over the tiles, won from 2048 channel pairs (32 x 64 at one group, 8 x 8 at 32
-    # groups: 0.65x and 0.73x split-K's) and lost at 576 (24 x 24, 1.37x)
+    # The weight gradient at 64 channels ran in 0.65x split-K's time.  Channels-first, measured on
+    # an H200 (docs/perf/heuristic_check.py): the forward and data gradient won from 32 channels
+    # (VGG's 32 -> 64: 0.94x implicit_gemm's time; 8 groups of 32: 0.72x and 0.65x; a 5x5 32 -> 32:
+    # 0.80x and 0.70x) and lost at 24 (1.95x), 16 (a 5x5 16 -> 32: 1.35x) and 8 per group
+    # (ResNeXt's, to `direct`).  The weight gradient, contracting over the tiles into GEMMs of
+    # channel pairs batched over the groups and the ALPHA^2 positions, won from 2048 channel pairs
+    # (32 x 64 at one group, 8 x 8 at 32 groups: 0.65x and 0.73x split-K's) and lost at 576 (24 x 24,
+    # 1.37x) and 1024 (a 5x5 32 x 32: 1.05x)
     channels_first = problem.layout == CHANNELS_FIRST
     weight_minimum, input_minimum = (8, 32) if channels_first else (64, 128)
     if problem.pass_ == "backward_weight":
-        too_few = min(cin, cout) < weight_minimum
+        too_few = min(cin, cout) < weight_minimum or (channels_first and g.groups * cin * cout < WINOGRAD_MIN_PAIRS)
     else:
         too_few = cin < input_minimum or cout < 16
-    if too_few or (channels_first and g.groups * cin * cout < WINOGRAD_MIN_PAIRS):
+    if too_few:
         return False
     # The gradients need work enough.  The weight gradient contracts over the tiles and writes 16
     # or 36 products per weight; the data gradient competes with im2col's GEMM over the kernel's
     # taps, which fills the device where Winograd's GEMMs (the tiles as columns) are narrow.  On an
     # H200, counting the direct FLOPs of the pass: the weight gradient won from 0.69 GFLOP (VGG-11's
     # conv4_1 at batch 8: a tie) and lost up to 0.47 (its conv5: 1.5x implicit_gemm's time); the
-    # data gradient won from 1.1 GFLOP (0.89x im2col's) and lost up to 0.80 (1.27x).  Its GEMMs
-    # have the tiles as columns: above the FLOPs it still lost with 98 2x2 tiles (512 channels at
-    # 14x14, batch 2: 1.12x) and won from 196 (batch 1 at 28x28: 0.81x).  The forward wins at every
-    # size measured (batch 1 at 7x7: 0.34x im2col's time)
+    # data gradient won from 1.1 GFLOP (0.89x im2col's) and lost up to 0.80 (1.27x).  Above the
+    # FLOPs the tiles count too.  The data gradient's GEMMs have them as columns: it lost with 98
+    # 2x2 tiles (512 channels at 14x14, batch 2: 1.12x) and won from 196 (batch 1 at 28x28: 0.81x),
+    # and once with 128 (1024 channels at 16x16, batch 2: 0.70x; left out, a single row).  The
+    # weight gradient's contraction is the tiles: it lost with 49 (batch 1 at 14x14: 3x3 at 1024
+    # channels 1.09x, 5x5 at 256 1.59x) and won from 98 (0.92x).  The forward wins at every size
+    # measured (batch 1 at 7x7: 0.34x im2col's time; a batch-1 5x5 at 14x14: 0.25x)
     if problem.pass_ == "forward":
         return True
     if problem.pass_ == "backward_weight":
-        return g.flops >= WEIGHT_GRADIENT_MIN_FLOPS
+        return g.flops >= WEIGHT_GRADIENT_MIN_FLOPS and winograd.tiles(problem, 2) >= WEIGHT_GRADIENT_MIN_TILES
     return g.flops >= DATA_GRADIENT_MIN_FLOPS and winograd.tiles(problem, 2) >= DATA_GRADIENT_MIN_TILES
 
 
-# ``winograd`` on GPUs: the fewest channel pairs (groups x inputs x outputs per group), the fewest
-# direct FLOPs of a gradient pass, and the fewest 2x2 tiles of a data gradient (``_winograd_pays``).
+# ``winograd`` on GPUs: the fewest channel pairs (groups x inputs x outputs per group) of a weight
+# gradient, the fewest direct FLOPs of a gradient pass, and the fewest 2x2 tiles of each gradient
+# (``_winograd_pays``).
 WINOGRAD_MIN_PAIRS = 2048
 WEIGHT_GRADIENT_MIN_FLOPS = 2**29
 DATA_GRADIENT_MIN_FLOPS = 2**30
 DATA_GRADIENT_MIN_TILES = 160
+WEIGHT_GRADIENT_MIN_TILES = 64
 
 
 def _cpu_heuristic_order(problem: Problem, device: cl.Device) -> list[str]:
@@ -228,7 +239,7 @@ CPU_WINOGRAD_MIN_CHANNELS = 64
 
 
 def _cpu_winograd_pays(problem: Problem, device: cl.Device) -> bool:
-    """Whether ``winograd`` comes first on a CPU: the forward of a 3x3 stride-1 layer it serves, with
+    """Whether ``winograd`` comes first on a CPU: the forward of an undilated layer it serves, with
     at least CPU_WINOGRAD_MIN_CHANNELS input and output channels per group, channels-first, on a CPU
     with vector lanes (its transforms and GEMM are written in explicit vectors there).
 
@@ -239,13 +250,15 @@ def _cpu_winograd_pays(problem: Problem, device: cl.Device) -> bool:
     GEMMs over 16 channels ran at a seventh of the column buffer's GEMM rate).  The data gradient
     (0.69-1.61x over the 9, geometric mean 0.97: no better than im2col within this machine's noise)
     and the weight gradient (1.1-3.4x on 8 of 11 layers: its GEMM reads V across the tiles lane by
-    lane) stay with im2col."""
+    lane) stay with im2col.  5x5 forwards (F(2x2, 5x5)) from 64 channels ran in 0.38-0.77x
+    im2col's time (3 layers; 32 channels 1.56x); dilated 3x3 forwards in 0.76-1.13x (3 layers: the
+    phases' patches are scattered rows), so a dilated layer stays with im2col."""
     if problem.pass_ != "forward" or problem.layout != CHANNELS_FIRST:
         return False
     if limits.of(device).lanes(problem.itemsize) < 4:
         return False
     g = problem.geometry
-    if min(g.cin_per_group, g.cout_per_group) < CPU_WINOGRAD_MIN_CHANNELS:
+    if min(g.cin_per_group, g.cout_per_group) < CPU_WINOGRAD_MIN_CHANNELS or g.dilation != (1, 1, 1):
         return False
     return _serving_winograd(problem, device) is not None
 

@@ -338,9 +338,13 @@ def splitk_expected_to_serve(contraction: int, tk: int = 16, min_piece: int = 25
 
 
 def _winograd(case: Case, pass_: str) -> bool:
-    pads = (*case.pads[0], *case.canonical_pad_end)
-    return (case.ndim == 2 and tuple(case.kernel) == (3, 3) and set(case.per_dim(case.stride)) == {1}
-            and set(case.per_dim(case.dilation)) == {1} and (pass_ != "backward_data" or max(pads) <= 2))
+    """2D 3x3 and 5x5 kernels, stride 1, any dilation; the data gradient pads each axis by
+    dilation * (kernel - 1) - pad, so pads (either side) up to that reach."""
+    if case.ndim != 2 or tuple(case.kernel) not in ((3, 3), (5, 5)) or set(case.per_dim(case.stride)) != {1}:
+        return False
+    reach = [d * (case.kernel[0] - 1) for d in case.per_dim(case.dilation)]
+    begin, end = case.pads[0], case.canonical_pad_end
+    return pass_ != "backward_data" or all(max(begin[a], end[a]) <= reach[a] for a in range(2))
 
 
 # algorithm -> (case, pass) -> whether it serves (only asked for passes the algorithm has)

@@ -1,15 +1,22 @@
-"""Winograd F(2x2, 3x3) and F(4x4, 3x3) for 3x3 stride-1 convolutions and their weight gradients,
-not fused (kernels/winograd.mako for the transforms, the GEMM core for the products).
+"""Winograd F(2x2, 3x3), F(4x4, 3x3) and F(2x2, 5x5) for square 3x3 and 5x5 stride-1 convolutions
+(any dilation) and their weight gradients, not fused (kernels/winograd.mako for the transforms, the
+GEMM core for the products).
 
-Forward: each MxM output tile (M = 2 or 4, config ``m``) is ``A^T [(G g G^T) . (B^T d B)] A`` for
-its ALPHA x ALPHA input patch ``d`` (ALPHA = M + 2): per input and output channel pair, ALPHA^2
-multiplies per tile where a direct convolution does 9 M^2: 16 for 36 (2.25x fewer) with M = 2, 36
-for 144 (4x) with M = 4.  The elementwise products summed over input channels are ALPHA^2
+Forward: each MxM output tile (M = 2 or 4, config ``m``) of an RxR kernel is
+``A^T [(G g G^T) . (B^T d B)] A`` for its ALPHA x ALPHA input patch ``d`` (ALPHA = M + R - 1): per
+input and output channel pair, ALPHA^2 multiplies per tile where a direct convolution does
+R^2 M^2: 16 for 36 (2.25x fewer) with F(2x2, 3x3), 36 for 144 (4x) with F(4x4, 3x3), 36 for 100
+(2.8x) with F(2x2, 5x5).  The elementwise products summed over input channels are ALPHA^2
 independent GEMMs per group, so the plan is: transform the input (V) and the weight (U) in one
 launch, run the GEMMs (M = U V) through the GEMM core (gemm.mako, its tiles and its CPU variant),
 transform M back into the output through the epilogue (bias, alpha, residual, activation).  The data
-gradient of a stride-1 3x3 layer is the same convolution of ``dy`` with the weight flipped and its
-channel axes swapped, padded by ``2 - pad``.
+gradient of a stride-1 layer is the same convolution of ``dy`` with the weight flipped and its
+channel axes swapped, padded by ``dilation * (R - 1) - pad``.
+
+Dilation D: the outputs whose rows (columns) share a remainder mod D form a sub-grid (a phase) that
+reads only the input rows (columns) of the same remainder, D apart: an undilated convolution of the
+input's sub-grid.  So a tile is M x M outputs of one phase, D apart, and its patch ALPHA x ALPHA
+inputs D apart; the tiles of all D_h x D_w phases are the GEMMs' columns (or contraction) as one.
 
 Weight gradient: the same identity read backwards.  The forward tile is linear in ``g`` through
 ``(G g G^T)``, so the gradient of ``sum(dy . y)`` over one tile is
@@ -22,14 +29,14 @@ the last kernel sums the pieces in a fixed order and applies ``G^T . G`` (determ
 The workspaces hold clc_real whatever the storage dtype: only the transforms read the call's
 tensors and write its result, so they alone index the activations by their layout.
 
-Error: the transforms add and scale values.  With M = 2 (constants 1 and 1/2) an fp32 result
-carries about 2-4x the rounding error of a direct sum of the same length; with M = 4 (constants up
-to 8 and down to 1/24, the standard points 0, +-1, +-2) 10-20x that: up to a tenth of
+Error: the transforms add and scale values.  F(2x2, 3x3) (points 0, +-1; constants 1 and 1/2)
+carries about 2-4x the fp32 rounding error of a direct sum of the same length; the two with
+ALPHA = 6 (points 0, +-1, +-2; constants up to 8 and down to 1/24) 10-20x that: up to a tenth of
 ``reference.tolerance`` where F(2x2, 3x3) stays under a hundredth (measured against the float64
 reference in tests/algorithms/test_gemm_configs.py, whose bounds say so).  The workspaces hold
-the transformed input and the products: ALPHA^2 / M^2 (4x for M = 2, 2.25x for M = 4) the input and
-the output (the output gradient, for the weight gradient) in size; the algorithm declines when they
-pass the workspace limit.
+the transformed input and the products: ALPHA^2 / M^2 (4x, 2.25x, 9x) the input and the output (the
+output gradient, for the weight gradient) in size; the algorithm declines when they pass the
+workspace limit.
 """
 
 from __future__ import annotations
@@ -40,20 +47,28 @@ from .base import Algorithm, call, epilogue_args, source
 from .gemm import GemmShape, gemm_calls, gemm_tiles, tile_config, tile_extent
 from .splitk import SplitK
 
-# The transform matrices (B^T, G, A^T) of F(MxM, 3x3) by M, from the interpolation points 0, 1, -1
-# and infinity (M = 2) and 0, +-1, +-2 and infinity (M = 4): y = A^T [(G g) . (B^T d)] is the
-# correlation of d with g, a length-3 filter over M + 2 inputs (checked in tests/unit/test_winograd_matrices.py).
+# The transform matrices (B^T, G, A^T) of F(MxM, RxR) by (M, R), from the interpolation points 0, 1,
+# -1 and infinity (ALPHA = 4) and 0, +-1, +-2 and infinity (ALPHA = 6): y = A^T [(G g) . (B^T d)] is
+# the correlation of d with g, a length-R filter over M + R - 1 inputs (checked in
+# tests/unit/test_winograd_matrices.py).  F(2, 5) and F(4, 3) share their points and so B^T; G's
+# rows are the powers of each point up to R - 1 (scaled alike), A^T's up to M - 1.
+_B6 = ((4, 0, -5, 0, 1, 0), (0, -4, -4, 1, 1, 0), (0, 4, -4, -1, 1, 0), (0, -2, -1, 2, 1, 0),
+       (0, 2, -1, -2, 1, 0), (0, 4, 0, -5, 0, 1))
 TRANSFORMS = {
-    2: (((1, 0, -1, 0), (0, 1, 1, 0), (0, -1, 1, 0), (0, 1, 0, -1)),
-        ((1, 0, 0), (1 / 2, 1 / 2, 1 / 2), (1 / 2, -1 / 2, 1 / 2), (0, 0, 1)),
-        ((1, 1, 1, 0), (0, 1, -1, -1))),
-    4: (((4, 0, -5, 0, 1, 0), (0, -4, -4, 1, 1, 0), (0, 4, -4, -1, 1, 0), (0, -2, -1, 2, 1, 0),
-         (0, 2, -1, -2, 1, 0), (0, 4, 0, -5, 0, 1)),
-        ((1 / 4, 0, 0), (-1 / 6, -1 / 6, -1 / 6), (-1 / 6, 1 / 6, -1 / 6), (1 / 24, 1 / 12, 1 / 6),
-         (1 / 24, -1 / 12, 1 / 6), (0, 0, 1)),
-        ((1, 1, 1, 1, 1, 0), (0, 1, -1, 2, -2, 0), (0, 1, 1, 4, 4, 0), (0, 1, -1, 8, -8, 1))),
+    (2, 3): (((1, 0, -1, 0), (0, 1, 1, 0), (0, -1, 1, 0), (0, 1, 0, -1)),
+             ((1, 0, 0), (1 / 2, 1 / 2, 1 / 2), (1 / 2, -1 / 2, 1 / 2), (0, 0, 1)),
+             ((1, 1, 1, 0), (0, 1, -1, -1))),
+    (4, 3): (_B6,
+             ((1 / 4, 0, 0), (-1 / 6, -1 / 6, -1 / 6), (-1 / 6, 1 / 6, -1 / 6), (1 / 24, 1 / 12, 1 / 6),
+              (1 / 24, -1 / 12, 1 / 6), (0, 0, 1)),
+             ((1, 1, 1, 1, 1, 0), (0, 1, -1, 2, -2, 0), (0, 1, 1, 4, 4, 0), (0, 1, -1, 8, -8, 1))),
+    (2, 5): (_B6,
+             ((1 / 4, 0, 0, 0, 0), (-1 / 6, -1 / 6, -1 / 6, -1 / 6, -1 / 6), (-1 / 6, 1 / 6, -1 / 6, 1 / 6, -1 / 6),
+              (1 / 24, 1 / 12, 1 / 6, 1 / 3, 2 / 3), (1 / 24, -1 / 12, 1 / 6, -1 / 3, 2 / 3), (0, 0, 0, 0, 1)),
+             ((1, 1, 1, 1, 1, 0), (0, 1, -1, 2, -2, 1))),
 }
-TILE_SIDES = tuple(TRANSFORMS)
+# The tile sides M of each kernel side R, the larger first where its GEMMs are not starved (``sides``)
+SIDES = {3: (2, 4), 5: (2,)}
 
 
 # The fewest tiles over the batch for the larger GEMMs: where F(4x4, 3x3) comes first (``sides``),
@@ -76,46 +91,61 @@ CPU_VT = 16
 CPU_MIN_ROW = 16
 
 
-def positions(m: int) -> int:
-    """The positions of a transformed tile: the GEMMs per group."""
-    return (m + 2) ** 2
+def positions(m: int, r: int = 3) -> int:
+    """The positions of a transformed tile of F(MxM, RxR): the GEMMs per group."""
+    return (m + r - 1) ** 2
+
+
+def _ceil(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def kernel_side(problem: Problem) -> int:
+    """R of a square 2D kernel (the last axis's taps)."""
+    return problem.geometry.kernel[2]
 
 
 class Winograd(Algorithm):
     name = "winograd"
     passes = ("forward", "backward_data", "backward_weight")
     layouts = LAYOUTS  # the transforms read src and write dst with either layout's steps
-    description = ("3x3 stride-1 layers by Winograd F(4x4, 3x3) or F(2x2, 3x3): transforms around batched GEMMs "
-                   "(4x or 2.25x fewer multiplies than a direct sum), the weight gradient too")
+    description = ("3x3 and 5x5 stride-1 layers (any dilation) by Winograd F(4x4, 3x3), F(2x2, 3x3) or "
+                   "F(2x2, 5x5): transforms around batched GEMMs (4x, 2.25x or 2.8x fewer multiplies than a "
+                   "direct sum), the weight gradient too")
 
     @staticmethod
     def _conv(problem: Problem, m: int = 2) -> dict:
         """The convolution whose MxM tiles this plan transforms, as the template's parameters: the
         forward pass's own (also the weight gradient's: x's patches and dy's tiles), or (data
-        gradient) dy -> dx, whose padding is 2 - pad on each side."""
+        gradient) dy -> dx, whose padding is dilation * (R - 1) - pad on each side.  TH x TW tiles
+        cover each of the DH x DW phases (sub-grids) of the output."""
         g = problem.geometry
+        r, (dh, dw) = kernel_side(problem), g.dilation[1:]
         ih, iw, oh, ow = g.in_size[1], g.in_size[2], g.out_size[1], g.out_size[2]
         if problem.pass_ == "backward_data":
             conv = dict(CIN=g.cout_per_group, COUT=g.cin_per_group, IH=oh, IW=ow, OH=ih, OW=iw,
-                        PT=2 - g.pad_begin[1], PL=2 - g.pad_begin[2], FLIP=True)
+                        PT=dh * (r - 1) - g.pad_begin[1], PL=dw * (r - 1) - g.pad_begin[2], FLIP=True)
         else:
             conv = dict(CIN=g.cin_per_group, COUT=g.cout_per_group, IH=ih, IW=iw, OH=oh, OW=ow,
                         PT=g.pad_begin[1], PL=g.pad_begin[2], FLIP=False)
-        return dict(conv, N=g.batch, GROUPS=g.groups, M=m, TH=-(-conv["OH"] // m), TW=-(-conv["OW"] // m))
+        # a phase has at most ceil(OH / DH) rows (the first phase the most)
+        return dict(conv, N=g.batch, GROUPS=g.groups, M=m, R=r, DH=dh, DW=dw,
+                    TH=_ceil(_ceil(conv["OH"], dh), m), TW=_ceil(_ceil(conv["OW"], dw), m))
 
     @staticmethod
     def _tiles(conv: dict) -> int:
-        return conv["N"] * conv["TH"] * conv["TW"]
+        return conv["N"] * conv["DH"] * conv["DW"] * conv["TH"] * conv["TW"]
 
     def tiles(self, problem: Problem, m: int = 2) -> int:
-        """The MxM output tiles of the convolution this plan transforms, over the whole batch."""
+        """The MxM output tiles of the convolution this plan transforms, over the whole batch (and
+        every phase of a dilated one)."""
         return self._tiles(self._conv(problem, m))
 
     def _shape(self, problem: Problem, conv: dict, ksplit: int = 0) -> GemmShape:
         """The GEMMs, G * ALPHA^2 of them: forward and data gradient M[t] = U[t] V[t] (C_out x tiles,
         over C_in); weight gradient M[t] = Y[t] V[t]^T (C_out x C_in, over the tiles)."""
         cin, cout, tiles = conv["CIN"], conv["COUT"], self._tiles(conv)
-        gemms = conv["GROUPS"] * positions(conv["M"])
+        gemms = conv["GROUPS"] * positions(conv["M"], conv["R"])
         if problem.pass_ == "backward_weight":
             return GemmShape(M=cout, N=cin, K=tiles, a_view="a_matrix", b_view="b_columns_t", c_view="c_matrix",
                              a_kfast=True, b_nfast=False, a={"M": cout, "K": tiles}, b={"K": tiles, "N": cin},
@@ -127,7 +157,7 @@ class Winograd(Algorithm):
 
     def _workspaces(self, problem: Problem, conv: dict, splits: int = 1) -> dict[str, int]:
         tiles = self._tiles(conv)
-        per_position = conv["GROUPS"] * positions(conv["M"]) * problem.itemsize
+        per_position = conv["GROUPS"] * positions(conv["M"], conv["R"]) * problem.itemsize
         v = per_position * conv["CIN"] * tiles
         if problem.pass_ == "backward_weight":  # Y: dy's tiles transformed; M: a piece's products
             return {"v": v, "ydy": per_position * conv["COUT"] * tiles,
@@ -137,12 +167,16 @@ class Winograd(Algorithm):
     def decline_reason(self, problem, device):
         reason = super().decline_reason(problem, device)
         g = problem.geometry
-        if reason is None and (g.ndim != 2 or g.kernel != (1, 3, 3) or g.stride != (1, 1, 1) or g.dilation != (1, 1, 1)):
-            reason = "it serves only 2D 3x3 kernels with stride 1 and dilation 1"
-        if reason is None and problem.pass_ == "backward_data" and (max(g.pad_begin) > 2 or max(g.pad_end) > 2):
-            reason = "its data gradient pads by 2 - pad, so it serves paddings of at most 2"
+        if reason is None and (g.ndim != 2 or g.kernel not in ((1, 3, 3), (1, 5, 5)) or g.stride != (1, 1, 1)):
+            reason = "it serves only 2D 3x3 and 5x5 kernels with stride 1"
+        if reason is None and problem.pass_ == "backward_data":
+            reach = [d * (g.kernel[2] - 1) for d in g.dilation[1:]]  # the data gradient pads by reach - pad
+            if any(max(g.pad_begin[a], g.pad_end[a]) > reach[a - 1] for a in (1, 2)):
+                reason = (f"its data gradient pads by dilation * (kernel - 1) - pad, so it serves paddings of at "
+                          f"most {reach[0]} x {reach[1]} here")
         if reason is None:
-            needed = min(sum(self._workspaces(problem, self._conv(problem, m)).values()) for m in TILE_SIDES)
+            needed = min(sum(self._workspaces(problem, self._conv(problem, m)).values())
+                         for m in SIDES[kernel_side(problem)])
             if needed > settings.workspace_limit(device):
                 reason = (f"its transformed input and products need {needed} bytes, more than the workspace limit "
                           f"({settings.workspace_limit(device)} bytes, CLCONV_WORKSPACE_LIMIT)")
@@ -157,7 +191,9 @@ class Winograd(Algorithm):
         GEMMs' columns), the weight gradient's from MIN_TILES 2x2 tiles (where the GPU heuristic
         runs it at all: its contraction).  With fewer, F(2x2, 3x3)'s 4x more tiles fill the device
         better (measured on an H200, docs/performance.md); its constants are halves, so
-        small-integer data also give exact results there."""
+        small-integer data also give exact results there.  A 5x5 kernel has F(2x2, 5x5) only."""
+        if kernel_side(problem) != 3:
+            return SIDES[kernel_side(problem)]
         if problem.pass_ == "backward_weight":
             return (4, 2) if self.tiles(problem, 2) >= MIN_TILES else (2, 4)
         return (4, 2) if self.tiles(problem, 4) >= F4_MIN_TILES else (2, 4)
@@ -229,7 +265,7 @@ class Winograd(Algorithm):
             row_width = max(-(-tiles // vt), CPU_MIN_ROW)
             filters = g.groups * -(-(conv["COUT"] * conv["CIN"]) // vt)  # runs
         other_rows = g.groups * conv["COUT"] if weight_grad else -(-filters // row_width)
-        bt, gm, at = TRANSFORMS[m]
+        bt, gm, at = TRANSFORMS[m, conv["R"]]
         # the transforms are one program (a first call builds it and the GEMM's: two builds); the
         # GEMM reads and writes workspaces only, so every epilogue of the geometry shares it
         src = source("winograd.mako", problem, index, SPLITS=splits, WEIGHT_GRAD=weight_grad, ROW_WIDTH=row_width,

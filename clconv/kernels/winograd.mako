@@ -1,10 +1,13 @@
-## Winograd F(MxM, 3x3), not fused: the transforms around the GEMM core's ALPHA^2 GEMMs per group
-## (ALPHA = M + 2; M = 2 or 4: algorithms/winograd.py has the matrices and why each identity holds).
+## Winograd F(MxM, RxR), not fused: the transforms around the GEMM core's ALPHA^2 GEMMs per group
+## (ALPHA = M + R - 1; F(2x2, 3x3), F(4x4, 3x3), F(2x2, 5x5): algorithms/winograd.py has the
+## matrices and why each identity holds).
 ## The convolution whose tiles are transformed: input `src` (N, G*CIN, IH, IW) -> output `dst`
 ## (N, G*COUT, OH, OW), or (N, IH, IW, G*CIN) -> (N, OH, OW, G*COUT) channels_last; the forward pass
 ## runs x -> y, the data gradient dy -> dx with the weight flipped and its channel axes swapped
 ## (`FLIP`), and the weight gradient reads x as src and dy as dst.  t is one of the ALPHA^2
-## positions of a transformed tile, p an MxM output tile (P = N * TH * TW of them).  Entry points:
+## positions of a transformed tile, p an MxM output tile (P = N * DH * DW * TH * TW of them: TH x TW
+## tiles over each of the DH x DW phases of a dilated output, whose outputs and inputs lie DH (DW)
+## rows (columns) apart; clc_wino_tile decodes p).  Entry points:
 ##   clc_wino_transforms   forward and data gradient: V[g][t][i][p] = (B^T d B)[t], d the ALPHA x ALPHA
 ##                         input patch of tile p (zeros outside), and U[g][t][o][i] = (G w G^T)[t];
 ##                         weight gradient: V, and Y[g][t][o][p] = (A e A^T)[t], e the MxM tile p of
@@ -18,7 +21,8 @@
 ## here with their constants baked in (zero terms left out).
 ## Parameters: geom, real, data, layout, index, entries, epilogue, bias (the prelude's: clc_wino_output
 ## writes the result); N, GROUPS, CIN, COUT (per group), IH, IW, OH, OW, PT, PL (the padding before rows and
-## columns), TH, TW (tiles down and across), FLIP; M, BT, G, AT (the transform matrices, as lists of
+## columns), R (the kernel's side), DH, DW (its dilation), TH, TW (tiles down and across a phase), FLIP;
+## M, BT, G, AT (the transform matrices, as lists of
 ## rows of floats); WEIGHT_GRAD (which pair clc_wino_transforms runs), ROW_WIDTH (its launch's
 ## extent along tiles), SPLITS (the weight gradient's pieces).
 <%namespace name="prelude" file="prelude.mako"/>
@@ -41,12 +45,13 @@ def suffix(real):
 
 
 def derived(M, BT, G, AT):
-    """ALPHA, and A (ALPHA x M), G^T (3 x ALPHA), B (ALPHA x ALPHA)."""
+    """ALPHA, and A (ALPHA x M), G^T (R x ALPHA), B (ALPHA x ALPHA)."""
     def transposed(rows):
         return [list(col) for col in zip(*rows)]
-    return M + 2, transposed(AT), transposed(G), transposed(BT)
+    return len(BT), transposed(AT), transposed(G), transposed(BT)
 %>
 <% ALPHA, A, GT, B = derived(M, BT, G, AT) %>
+<% TAPS = R * R %>
 <%def name="left(out, L, src, cols)">\
 ## out[i][c] = sum_j L[i][j] src[j][c], for c < cols
 % for i, row in enumerate(L):
@@ -65,7 +70,7 @@ def derived(M, BT, G, AT):
 </%def>\
 <%def name="store_positions(out, step, src)">\
 ## VT > 1: the ALPHA^2 vectors src[a][b] to out + (a * ALPHA + b) * step, lanes < VT of them at the end
-<% ALPHA = M + 2 %>\
+<% ALPHA = len(BT) %>\
     {
         __global clc_real* restrict out = ${out};
         const clc_idx step = ${step};  /* from one position t to the next */
@@ -83,7 +88,7 @@ def derived(M, BT, G, AT):
     }
 </%def>\
 ${prelude.header(geom, real, index, data, epilogue, bias)}
-#define CLC_W_P ((clc_idx)${N} * ${TH} * ${TW})
+#define CLC_W_P ((clc_idx)${N * DH * DW} * ${TH} * ${TW})
 /* Steps between neighbouring channels (_C) and pixels (_P) of src and dst (${layout}), from the
    convolution run here rather than the prelude's CLC_XC..CLC_YP: for the data gradient src is dy
    and dst is dx, the canonical output and input.  U, V, Y and M keep their layout whatever these. */
@@ -99,19 +104,38 @@ ${prelude.header(geom, real, index, data, epilogue, bias)}
 #define CLC_W_DST_P ((clc_idx)1)
 % endif
 
+/* Tile p: its image, and the row and column of its first output; its outputs lie DH rows and DW
+   columns apart (one phase of a dilated output), its input patch the same from row - PT, col - PL */
+inline clc_idx clc_wino_tile(clc_idx p, int* row, int* col)
+{
+    const int tx = (int)(p % ${TW}), ty = (int)((p / ${TW}) % ${TH});
+    const clc_idx q = p / ((clc_idx)${TH} * ${TW});
+% if DH * DW > 1:
+    const int phase = (int)(q % ${DH * DW});
+    *row = phase / ${DW} + ty * ${M * DH};
+    *col = phase % ${DW} + tx * ${M * DW};
+    return q / ${DH * DW};
+% else:
+    *row = ty * ${M};
+    *col = tx * ${M};
+    return q;
+% endif
+}
+
 /* V for tile p of channel gi = g * CIN + i: B^T d B */
 inline void clc_wino_input(__global const clc_data* restrict src, __global clc_real* restrict v, clc_idx p, int gi)
 {
-    const int tx = (int)(p % ${TW}), ty = (int)((p / ${TW}) % ${TH});
-    const clc_idx n = p / ((clc_idx)${TH} * ${TW});
+    int row0, col0;
+    const clc_idx n = clc_wino_tile(p, &row0, &col0);
     /* channel gi of image n; its pixels lie CLC_W_SRC_P apart */
     __global const clc_data* restrict plane = src + n * ${GROUPS * CIN} * ${IH * IW} + gi * CLC_W_SRC_C;
-    const int row0 = ty * ${M} - ${PT}, col0 = tx * ${M} - ${PL};
+    row0 -= ${PT};
+    col0 -= ${PL};
     clc_real d[${ALPHA}][${ALPHA}], bd[${ALPHA}][${ALPHA}], t[${ALPHA}][${ALPHA}];
     for (int r = 0; r < ${ALPHA}; ++r) {
-        const int row = row0 + r;
+        const int row = row0 + r * ${DH};
         for (int c = 0; c < ${ALPHA}; ++c) {
-            const int col = col0 + c;
+            const int col = col0 + c * ${DW};
             d[r][c] = ((uint)row < (uint)${IH} && (uint)col < (uint)${IW}) ? clc_ld(plane, (row * ${IW} + col) * CLC_W_SRC_P) : (clc_real)0;
         }
     }
@@ -128,16 +152,16 @@ ${right("t", "bd", B, ALPHA)}\
 inline void clc_wino_weight(__global const clc_data* restrict w_base, __global clc_real* restrict u, clc_idx oi, int g)
 {
     const int o = (int)(oi / ${CIN}), i = (int)(oi % ${CIN});
-    clc_real f[3][3], gf[${ALPHA}][3], t[${ALPHA}][${ALPHA}];
+    clc_real f[${R}][${R}], gf[${ALPHA}][${R}], t[${ALPHA}][${ALPHA}];
 % if FLIP:
-    /* the data gradient: tap (r, c) of filter (o, i) is the forward weight w[g*CIN + i][o][2-r][2-c] */
-    __global const clc_data* restrict w = w_base + ((clc_idx)(g * ${CIN} + i) * ${COUT} + o) * 9;
-    for (int k = 0; k < 9; ++k) f[k / 3][k % 3] = clc_ld(w, 8 - k);
+    /* the data gradient: tap (r, c) of filter (o, i) is the forward weight w[g*CIN + i][o][R-1-r][R-1-c] */
+    __global const clc_data* restrict w = w_base + ((clc_idx)(g * ${CIN} + i) * ${COUT} + o) * ${TAPS};
+    for (int k = 0; k < ${TAPS}; ++k) f[k / ${R}][k % ${R}] = clc_ld(w, ${TAPS - 1} - k);
 % else:
-    __global const clc_data* restrict w = w_base + ((clc_idx)(g * ${COUT} + o) * ${CIN} + i) * 9;
-    for (int k = 0; k < 9; ++k) f[k / 3][k % 3] = clc_ld(w, k);
+    __global const clc_data* restrict w = w_base + ((clc_idx)(g * ${COUT} + o) * ${CIN} + i) * ${TAPS};
+    for (int k = 0; k < ${TAPS}; ++k) f[k / ${R}][k % ${R}] = clc_ld(w, k);
 % endif
-${left("gf", G, "f", 3)}\
+${left("gf", G, "f", R)}\
 ${right("t", "gf", GT, ALPHA)}\
     __global clc_real* restrict out = u + (clc_idx)g * ${ALPHA * ALPHA} * ${COUT} * ${CIN} + oi;
     for (int k = 0; k < ${ALPHA * ALPHA}; ++k) out[(clc_idx)k * ${COUT} * ${CIN}] = t[k / ${ALPHA}][k % ${ALPHA}];
@@ -147,14 +171,14 @@ ${right("t", "gf", GT, ALPHA)}\
 /* Y for tile p of output channel go = g * COUT + o: A e A^T */
 inline void clc_wino_grad_output(__global const clc_data* restrict dy, __global clc_real* restrict ydy, clc_idx p, int go)
 {
-    const int tx = (int)(p % ${TW}), ty = (int)((p / ${TW}) % ${TH});
-    const clc_idx n = p / ((clc_idx)${TH} * ${TW});
+    int row0, col0;
+    const clc_idx n = clc_wino_tile(p, &row0, &col0);
     __global const clc_data* restrict plane = dy + n * ${GROUPS * COUT} * ${OH * OW} + go * CLC_W_DST_C;
     clc_real e[${M}][${M}], ae[${ALPHA}][${M}], t[${ALPHA}][${ALPHA}];
     for (int r = 0; r < ${M}; ++r) {
-        const int row = ty * ${M} + r;
+        const int row = row0 + r * ${DH};
         for (int c = 0; c < ${M}; ++c) {
-            const int col = tx * ${M} + c;
+            const int col = col0 + c * ${DW};
             e[r][c] = (row < ${OH} && col < ${OW}) ? clc_ld(plane, (row * ${OW} + col) * CLC_W_DST_P) : (clc_real)0;
         }
     }
@@ -184,19 +208,17 @@ inline void clc_wino_input_vec(__global const clc_data* restrict src, __global c
     clc_idx base[${VT}];
     int row0[${VT}], col0[${VT}];
     for (int l = 0; l < ${VT}; ++l) {
-        const clc_idx p = p0 + min(l, lanes - 1);
-        const int tx = (int)(p % ${TW}), ty = (int)((p / ${TW}) % ${TH});
-        const clc_idx n = p / ((clc_idx)${TH} * ${TW});
+        const clc_idx n = clc_wino_tile(p0 + min(l, lanes - 1), &row0[l], &col0[l]);
         base[l] = n * ${GROUPS * CIN} * ${IH * IW} + gi * CLC_W_SRC_C;
-        row0[l] = ty * ${M} - ${PT};
-        col0[l] = tx * ${M} - ${PL};
+        row0[l] -= ${PT};
+        col0[l] -= ${PL};
     }
     clc_wvec d[${ALPHA}][${ALPHA}], bd[${ALPHA}][${ALPHA}], t[${ALPHA}][${ALPHA}];
     clc_real lane[${VT}];
 % for r in range(ALPHA):
 % for c in range(ALPHA):
     for (int l = 0; l < ${VT}; ++l) {
-        const int row = row0[l] + ${r}, col = col0[l] + ${c};
+        const int row = row0[l] + ${r * DH}, col = col0[l] + ${c * DW};
         lane[l] = ((uint)row < (uint)${IH} && (uint)col < (uint)${IW}) ? clc_ld(src, base[l] + (row * ${IW} + col) * CLC_W_SRC_P) : (clc_real)0;
     }
     d[${r}][${c}] = vload${VT}(0, lane);
@@ -217,19 +239,19 @@ inline void clc_wino_weight_vec(__global const clc_data* restrict w, __global cl
     for (int l = 0; l < ${VT}; ++l) {
         const clc_idx oi = oi0 + min(l, lanes - 1);
 % if FLIP:
-        /* the data gradient: tap (r, c) of filter (o, i) is the forward weight w[g*CIN + i][o][2-r][2-c] */
-        base[l] = ((clc_idx)(g * ${CIN} + oi % ${CIN}) * ${COUT} + oi / ${CIN}) * 9;
+        /* the data gradient: tap (r, c) of filter (o, i) is the forward weight w[g*CIN + i][o][R-1-r][R-1-c] */
+        base[l] = ((clc_idx)(g * ${CIN} + oi % ${CIN}) * ${COUT} + oi / ${CIN}) * ${TAPS};
 % else:
-        base[l] = ((clc_idx)g * ${COUT * CIN} + oi) * 9;
+        base[l] = ((clc_idx)g * ${COUT * CIN} + oi) * ${TAPS};
 % endif
     }
-    clc_wvec f[3][3], gf[${ALPHA}][3], t[${ALPHA}][${ALPHA}];
+    clc_wvec f[${R}][${R}], gf[${ALPHA}][${R}], t[${ALPHA}][${ALPHA}];
     clc_real lane[${VT}];
-% for k in range(9):
-    for (int l = 0; l < ${VT}; ++l) lane[l] = clc_ld(w, base[l] + ${8 - k if FLIP else k});
-    f[${k // 3}][${k % 3}] = vload${VT}(0, lane);
+% for k in range(TAPS):
+    for (int l = 0; l < ${VT}; ++l) lane[l] = clc_ld(w, base[l] + ${TAPS - 1 - k if FLIP else k});
+    f[${k // R}][${k % R}] = vload${VT}(0, lane);
 % endfor
-${left("gf", G, "f", 3)}\
+${left("gf", G, "f", R)}\
 ${right("t", "gf", GT, ALPHA)}\
 ${store_positions(f"u + (clc_idx)g * {ALPHA * ALPHA} * {COUT} * {CIN} + oi0", f"(clc_idx){COUT} * {CIN}", "t")}\
 }
@@ -242,19 +264,15 @@ inline void clc_wino_grad_output_vec(__global const clc_data* restrict dy, __glo
     clc_idx base[${VT}];
     int row0[${VT}], col0[${VT}];
     for (int l = 0; l < ${VT}; ++l) {
-        const clc_idx p = p0 + min(l, lanes - 1);
-        const int tx = (int)(p % ${TW}), ty = (int)((p / ${TW}) % ${TH});
-        const clc_idx n = p / ((clc_idx)${TH} * ${TW});
+        const clc_idx n = clc_wino_tile(p0 + min(l, lanes - 1), &row0[l], &col0[l]);
         base[l] = n * ${GROUPS * COUT} * ${OH * OW} + go * CLC_W_DST_C;
-        row0[l] = ty * ${M};
-        col0[l] = tx * ${M};
     }
     clc_wvec e[${M}][${M}], ae[${ALPHA}][${M}], t[${ALPHA}][${ALPHA}];
     clc_real lane[${VT}];
 % for r in range(M):
 % for c in range(M):
     for (int l = 0; l < ${VT}; ++l) {
-        const int row = row0[l] + ${r}, col = col0[l] + ${c};
+        const int row = row0[l] + ${r * DH}, col = col0[l] + ${c * DW};
         lane[l] = (row < ${OH} && col < ${OW}) ? clc_ld(dy, base[l] + (row * ${OW} + col) * CLC_W_DST_P) : (clc_real)0;
     }
     e[${r}][${c}] = vload${VT}(0, lane);
@@ -357,15 +375,14 @@ ${right("y", "at", A, M)}\
     __global const clc_data* restrict bias = bias_base + bias_off;
     __global const clc_data* restrict residual = residual_base + residual_off;
     for (int l = 0; l < lanes; ++l) {
-        const clc_idx p = p0 + l;
-        const int tx = (int)(p % ${TW}), ty = (int)((p / ${TW}) % ${TH});
-        const clc_idx n = p / ((clc_idx)${TH} * ${TW});
+        int row0, col0;
+        const clc_idx n = clc_wino_tile(p0 + l, &row0, &col0);
         const clc_idx plane = n * ${GROUPS * COUT} * ${OH * OW} + go * CLC_W_DST_C;  /* channel go of image n */
         for (int r = 0; r < ${M}; ++r) {
-            const int row = ty * ${M} + r;
+            const int row = row0 + r * ${DH};
             if (row >= ${OH}) break;
             for (int c = 0; c < ${M}; ++c) {
-                const int col = tx * ${M} + c;
+                const int col = col0 + c * ${DW};
                 if (col < ${OW}) clc_store_result(dst, plane + (row * ${OW} + col) * CLC_W_DST_P, ys[r * ${M} + c][l], bias, go, residual);
             }
         }
@@ -381,18 +398,18 @@ ${right("y", "at", A, M)}\
     for (int k = 0; k < ${ALPHA * ALPHA}; ++k) t[k / ${ALPHA}][k % ${ALPHA}] = in[k * step];
 ${left("at", AT, "t", ALPHA)}\
 ${right("y", "at", A, M)}\
-    const int tx = (int)(p % ${TW}), ty = (int)((p / ${TW}) % ${TH});
-    const clc_idx n = p / ((clc_idx)${TH} * ${TW});
+    int row0, col0;
+    const clc_idx n = clc_wino_tile(p, &row0, &col0);
     /* dst and the residual share one layout (the result's): `pos` indexes both from their first elements */
     __global clc_data* restrict dst = dst_base + dst_off;
     __global const clc_data* restrict bias = bias_base + bias_off;
     __global const clc_data* restrict residual = residual_base + residual_off;
     const clc_idx plane = n * ${GROUPS * COUT} * ${OH * OW} + go * CLC_W_DST_C;  /* channel go of image n */
     for (int r = 0; r < ${M}; ++r) {
-        const int row = ty * ${M} + r;
+        const int row = row0 + r * ${DH};
         if (row >= ${OH}) break;
         for (int c = 0; c < ${M}; ++c) {
-            const int col = tx * ${M} + c;
+            const int col = col0 + c * ${DW};
             if (col < ${OW}) clc_store_result(dst, plane + (row * ${OW} + col) * CLC_W_DST_P, y[r][c], bias, go, residual);
         }
     }
@@ -402,7 +419,8 @@ ${right("y", "at", A, M)}\
 ##
 <%def name="clc_wino_weight_grad()">
 <% ALPHA, A, GT, B = derived(M, BT, G, AT) %>\
-/* global: (COUT * CIN rounded up, GROUPS); one work-item per 3x3 filter: its ALPHA^2 products
+<% TAPS = R * R %>\
+/* global: (COUT * CIN rounded up, GROUPS); one work-item per RxR filter: its ALPHA^2 products
    summed over the pieces in order, then G^T t G. */
 __kernel void clc_wino_weight_grad(__global const clc_real* restrict m,
                                    __global clc_data* restrict dw_base, const long dw_off)
@@ -416,7 +434,7 @@ __kernel void clc_wino_weight_grad(__global const clc_real* restrict m,
     const clc_idx position = (clc_idx)${COUT} * ${CIN};  /* from one t to the next */
     const clc_idx piece = (clc_idx)${GROUPS * ALPHA * ALPHA} * position;  /* from one piece to the next */
     __global const clc_real* restrict in = m + (clc_idx)g * ${ALPHA * ALPHA} * position + oi0;
-    clc_wvec t[${ALPHA}][${ALPHA}], gt[3][${ALPHA}], f[3][3];
+    clc_wvec t[${ALPHA}][${ALPHA}], gt[${R}][${ALPHA}], f[${R}][${R}];
     clc_real lane[${VT}];
 % for k in range(ALPHA * ALPHA):
     if (lanes == ${VT}) {
@@ -434,15 +452,15 @@ __kernel void clc_wino_weight_grad(__global const clc_real* restrict m,
     }
 % endfor
 ${left("gt", GT, "t", ALPHA)}\
-${right("f", "gt", G, 3)}\
-    clc_real fs[9][${VT}];
-% for k in range(9):
-    vstore${VT}(f[${k // 3}][${k % 3}], 0, fs[${k}]);
+${right("f", "gt", G, R)}\
+    clc_real fs[${TAPS}][${VT}];
+% for k in range(TAPS):
+    vstore${VT}(f[${k // R}][${k % R}], 0, fs[${k}]);
 % endfor
     /* dw[g*COUT + o][i][r][c], the canonical layout whatever the activations' */
-    __global clc_data* restrict dw = dw_base + dw_off + ((clc_idx)g * ${COUT} * ${CIN} + oi0) * 9;
+    __global clc_data* restrict dw = dw_base + dw_off + ((clc_idx)g * ${COUT} * ${CIN} + oi0) * ${TAPS};
     for (int l = 0; l < lanes; ++l)
-        for (int k = 0; k < 9; ++k) clc_st(dw, l * 9 + k, fs[k][l]);
+        for (int k = 0; k < ${TAPS}; ++k) clc_st(dw, l * ${TAPS} + k, fs[k][l]);
 % else:
     const clc_idx oi = get_global_id(0);
     if (oi >= (clc_idx)${COUT} * ${CIN}) return;
@@ -450,17 +468,17 @@ ${right("f", "gt", G, 3)}\
     const clc_idx position = (clc_idx)${COUT} * ${CIN};  /* from one t to the next */
     const clc_idx piece = (clc_idx)${GROUPS * ALPHA * ALPHA} * position;  /* from one piece to the next */
     __global const clc_real* restrict in = m + (clc_idx)g * ${ALPHA * ALPHA} * position + oi;
-    clc_real t[${ALPHA}][${ALPHA}], gt[3][${ALPHA}], f[3][3];
+    clc_real t[${ALPHA}][${ALPHA}], gt[${R}][${ALPHA}], f[${R}][${R}];
     for (int k = 0; k < ${ALPHA * ALPHA}; ++k) {
         clc_real acc = in[k * position];
         for (int s = 1; s < ${SPLITS}; ++s) acc += in[s * piece + k * position];
         t[k / ${ALPHA}][k % ${ALPHA}] = acc;
     }
 ${left("gt", GT, "t", ALPHA)}\
-${right("f", "gt", G, 3)}\
+${right("f", "gt", G, R)}\
     /* dw[g*COUT + o][i][r][c], the canonical layout whatever the activations' */
-    __global clc_data* restrict dw = dw_base + dw_off + ((clc_idx)g * ${COUT} * ${CIN} + oi) * 9;
-    for (int k = 0; k < 9; ++k) clc_st(dw, k, f[k / 3][k % 3]);
+    __global clc_data* restrict dw = dw_base + dw_off + ((clc_idx)g * ${COUT} * ${CIN} + oi) * ${TAPS};
+    for (int k = 0; k < ${TAPS}; ++k) clc_st(dw, k, f[k / ${R}][k % ${R}]);
 % endif
 }
 </%def>\

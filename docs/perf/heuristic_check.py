@@ -33,6 +33,7 @@ SETS = {  # name: (shape specs, batch override, tuning run)
     "unseen": ([str(HERE / "h200-unseen-layers.txt")], None, "h200-candidates-unseen.json"),
     "holdout": ([str(HERE / "h200-holdout-layers.txt")], None, "h200-candidates-holdout.json"),
     "validation": ([str(HERE / "h200-validation-layers.txt")], None, "h200-candidates-validation.json"),
+    "winograd kernels": ([str(HERE / "h200-winograd-kernels-layers.txt")], None, "h200-candidates-kernels.json"),
 }
 
 

@@ -293,7 +293,7 @@ def test_winograd_weight_gradient_pieces(queue, rng, config, pieces, layout):
     assert plan.calls[-1].source.params["SPLITS"] == pieces
     positions = (config["m"] + 2) ** 2
     assert plan.workspaces["m"] == pieces * 2 * positions * 5 * 3 * 4  # pieces x groups x positions x 5 x 3 floats
-    run_prepared(queue, rng, problem, winograd, config, share=WINOGRAD_ERROR[config["m"]])
+    run_prepared(queue, rng, problem, winograd, config, share=WINOGRAD_ERROR[config["m"], 3])
 
 
 # (geometry, tile): the CPU GEMM (B rows read with vload) with its smallest vector block only, which
@@ -311,7 +311,7 @@ def test_winograd_gemm_tiles(queue, rng, case, pass_, m):
     tiles, output tiles cut off at the image's edge, both tile sides."""
     tag, tile = WINOGRAD_TILES[case]
     run_prepared(queue, rng, Problem(geometry(tag), pass_, "float32", bias=pass_ == "forward"),
-                 REGISTRY["winograd"], {"m": m, **tile}, share=WINOGRAD_ERROR[m])
+                 REGISTRY["winograd"], {"m": m, **tile}, share=WINOGRAD_ERROR[m, 3])
 
 
 @pytest.mark.parametrize("m", [2, 4])
@@ -336,28 +336,52 @@ def test_winograd_transforms_per_work_item(queue, rng, monkeypatch, pass_, m, vt
     assert ("clc_pack_a" in [c.entry for c in plan.calls]) == (pass_ != "backward_weight" and sweeps >= 4)
     caches.clear_caches()  # the prepared runners are keyed without CPU_VT: none from another test, none left
     try:
-        run_prepared(queue, rng, problem, winograd, config, share=WINOGRAD_ERROR[m])
+        run_prepared(queue, rng, problem, winograd, config, share=WINOGRAD_ERROR[m, 3])
     finally:
         caches.clear_caches()
 
 
-# Share of reference.tolerance each tile side's error stays within: F(2x2, 3x3) measured at most
-# 0.012 of it on PoCL over 1-256 channels and 72-6272 terms per weight-gradient element, F(4x4, 3x3)
-# at most 0.105 (its constants reach 8 and 1/24); each bound leaves that 2.5-4x room.
-WINOGRAD_ERROR = {2: 0.05, 4: 0.25}
+# Share of reference.tolerance each variant F(MxM, RxR)'s error stays within, by (M, R):
+# F(2x2, 3x3) measured at most 0.012 of it on PoCL over 1-256 channels and 72-6272 terms per
+# weight-gradient element, F(4x4, 3x3) at most 0.11 (its constants reach 8 and 1/24), F(2x2, 5x5)
+# 0.02-0.04 in the forward and data gradient and 0.10-0.16 in the weight gradient (8-128 channels);
+# each bound leaves that 2.5-4x room.
+WINOGRAD_ERROR = {(2, 3): 0.05, (4, 3): 0.25, (2, 5): 0.4}
+
+# 5x5 kernels (F(2x2, 5x5)) and dilation (tiles over each phase, patches D apart): groups, padding
+# that differs by axis, edge tiles cut off, dilations that differ by axis, phases of unequal sizes
+WINOGRAD_KERNELS = {
+    "5x5": "n2g2c6o10i9x11k5x5s1x1p2x1d1x1",
+    "dilated": "n2g1c4o6i13x10k3x3s1x1p2x3d2x3",
+    "5x5-dilated": "n1g1c3o4i14x12k5x5s1x1p4x2d2x1",
+}
 
 
-@pytest.mark.parametrize("m", [2, 4])
+@pytest.mark.parametrize("layout", ["channels_first", "channels_last"])
 @pytest.mark.parametrize("pass_", ["forward", "backward_data", "backward_weight"])
-@pytest.mark.parametrize("tag", ["n2g1c64o32i12x12k3x3s1x1p1x1d1x1", "n8g1c8o8i28x28k3x3s1x1p1x1d1x1"],
-                         ids=["c64", "n8"])
-def test_winograd_error_stays_within_its_share_of_the_tolerance(queue, rng, tag, pass_, m):
-    """Each side's rounding error against the float64 reference, at the bound WINOGRAD_ERROR
-    documents: what lets `auto` pick F(4x4, 3x3) by default (docs/algorithms.md)."""
-    problem = Problem(geometry(tag), pass_, "float32")
+@pytest.mark.parametrize("case", list(WINOGRAD_KERNELS))
+def test_winograd_5x5_and_dilated_kernels(queue, rng, case, pass_, layout):
+    """Every tile side the configs offer (F(2x2, 5x5) alone for 5x5), in both layouts, the data
+    gradient's flipped 5x5 weight and its padding of dilation * (R - 1) - pad."""
+    problem = Problem(geometry(WINOGRAD_KERNELS[case]), pass_, "float32", layout=layout, bias=pass_ == "forward")
+    winograd = REGISTRY["winograd"]
+    configs = winograd.configs(problem, queue.device)
+    r = problem.geometry.kernel[2]
+    for m in dict.fromkeys(c["m"] for c in configs):
+        config = next(c for c in configs if c["m"] == m)
+        run_prepared(queue, rng, problem, winograd, config, share=WINOGRAD_ERROR[m, r])
+
+
+@pytest.mark.parametrize("m, r", sorted(WINOGRAD_ERROR))
+@pytest.mark.parametrize("pass_", ["forward", "backward_data", "backward_weight"])
+@pytest.mark.parametrize("size", ["n2g1c64o32i12x12", "n8g1c8o8i28x28"], ids=["c64", "n8"])
+def test_winograd_error_stays_within_its_share_of_the_tolerance(queue, rng, size, pass_, m, r):
+    """Each variant's rounding error against the float64 reference, at the bound WINOGRAD_ERROR
+    documents: what lets `auto` pick F(4x4, 3x3) and F(2x2, 5x5) by default (docs/algorithms.md)."""
+    problem = Problem(geometry(f"{size}k{r}x{r}s1x1p{r // 2}x{r // 2}d1x1"), pass_, "float32")
     winograd = REGISTRY["winograd"]
     config = next(c for c in winograd.configs(problem, queue.device) if c["m"] == m)
-    run_prepared(queue, rng, problem, winograd, config, share=WINOGRAD_ERROR[m])
+    run_prepared(queue, rng, problem, winograd, config, share=WINOGRAD_ERROR[m, r])
 
 
 # -- gemm1x1's strided data gradient: the GEMM over the output pixels, zeros between ------------------

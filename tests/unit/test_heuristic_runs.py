@@ -1,5 +1,5 @@
 """The GPU heuristic against stored H200 tuning runs (docs/perf/h200-candidates-*.json: every
-candidate's kernel time for 156 layer-passes of five layer sets, three of them other networks'):
+candidate's kernel time for 234 layer-passes of seven layer sets, four of them other networks'):
 the candidate it puts first, on that H200 described by hand, must stay near the best.  No GPU runs
 here; this is what keeps an edit of the GPU order from going unseen on a CPU-only CI."""
 
@@ -31,15 +31,16 @@ def judged():
 
 
 def test_every_stored_layer_pass_is_judged(judged):
-    assert sum(len(rows) for rows in judged.values()) == 207
+    assert sum(len(rows) for rows in judged.values()) == 234
 
 
 def test_the_first_candidate_stays_near_the_best(judged):
-    """1.071x the best over all (worst 1.54x) when written (2026-12-02; 1.082x on the list tuned after
-    the rules were set); before the rules of that day 1.122x over the first five sets, with a 4.03x
-    row (a batch-1 data gradient taken to implicit_gemm, not winograd)."""
+    """1.050x the best over all 234 (worst 1.53x) since Winograd serves 5x5 kernels and dilation
+    (2026-12-02, second session), against 1.198x (worst 7.91x: a dilated weight gradient) with the
+    planner before it on the same runs; 1.071x over the first 207 when the rules of the session
+    before were written (1.082x on the list tuned after them), 1.122x before those rules."""
     everything = [r["ratio"] for rows in judged.values() for r in rows]
-    assert heuristic_check.geomean(everything) <= 1.08
+    assert heuristic_check.geomean(everything) <= 1.06
     for name, rows in judged.items():
         assert heuristic_check.geomean(r["ratio"] for r in rows) <= 1.15, name
         worst = max(rows, key=lambda r: r["ratio"])

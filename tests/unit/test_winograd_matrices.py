@@ -1,6 +1,6 @@
 """Winograd's transform matrices (algorithms/winograd.py ``TRANSFORMS``) in float64, without a
-device: the forward identity, the weight gradient's reading of it backwards, and which tile side
-the configs offer first."""
+device: the forward identity, the weight gradient's reading of it backwards, which tile side the
+configs offer first, and the tiles of a dilated layer's phases."""
 
 from __future__ import annotations
 
@@ -8,42 +8,61 @@ import numpy as np
 import pytest
 
 from clconv.algorithms import REGISTRY
-from clconv.algorithms.winograd import F4_MIN_TILES, MIN_TILES, TILE_SIDES, TRANSFORMS
+from clconv.algorithms.winograd import F4_MIN_TILES, MIN_TILES, SIDES, TRANSFORMS
 from clconv.plan import Problem
 
 from cases import geometry
 from helpers import fake_device
 
 
-def _matrices(m):
-    return (np.array(rows, dtype=np.float64) for rows in TRANSFORMS[m])
+def _matrices(variant):
+    return (np.array(rows, dtype=np.float64) for rows in TRANSFORMS[variant])
 
 
-@pytest.mark.parametrize("m", TILE_SIDES)
-def test_forward_tile_is_the_correlation(m):
-    """A^T [(G g) . (B^T d)] = sum_j g[j] d[i + j] for M outputs of a length-3 filter, and the 2D
+def test_every_kernel_side_has_its_tile_sides():
+    assert set(TRANSFORMS) == {(m, r) for r, sides in SIDES.items() for m in sides}
+
+
+@pytest.mark.parametrize("m, r", sorted(TRANSFORMS), ids=[f"F{m}x{m}-{r}x{r}" for m, r in sorted(TRANSFORMS)])
+def test_forward_tile_is_the_correlation(m, r):
+    """A^T [(G g) . (B^T d)] = sum_j g[j] d[i + j] for M outputs of a length-R filter, and the 2D
     tile A^T [(G g G^T) . (B^T d B)] A the 2D correlation."""
-    bt, g_, at = _matrices(m)
-    rng = np.random.default_rng(m)
-    g, d = rng.standard_normal(3), rng.standard_normal(m + 2)
-    expected = [sum(g[j] * d[i + j] for j in range(3)) for i in range(m)]
+    bt, g_, at = _matrices((m, r))
+    alpha = m + r - 1
+    assert bt.shape == (alpha, alpha) and g_.shape == (alpha, r) and at.shape == (m, alpha)
+    rng = np.random.default_rng(m * 10 + r)
+    g, d = rng.standard_normal(r), rng.standard_normal(alpha)
+    expected = [sum(g[j] * d[i + j] for j in range(r)) for i in range(m)]
     np.testing.assert_allclose(at @ ((g_ @ g) * (bt @ d)), expected, rtol=0, atol=1e-13)
-    g2, d2 = rng.standard_normal((3, 3)), rng.standard_normal((m + 2, m + 2))
+    g2, d2 = rng.standard_normal((r, r)), rng.standard_normal((alpha, alpha))
     tile = at @ ((g_ @ g2 @ g_.T) * (bt @ d2 @ bt.T)) @ at.T
-    expected2 = [[np.sum(g2 * d2[i:i + 3, k:k + 3]) for k in range(m)] for i in range(m)]
+    expected2 = [[np.sum(g2 * d2[i:i + r, k:k + r]) for k in range(m)] for i in range(m)]
     np.testing.assert_allclose(tile, expected2, rtol=0, atol=1e-12)
 
 
-@pytest.mark.parametrize("m", TILE_SIDES)
-def test_weight_gradient_reads_the_identity_backwards(m):
-    """G^T [(A dy A^T) . (B^T d B)] G is the 3x3 weight gradient of one tile: sum over its M x M
-    outputs of dy[i][k] d[i + r][k + c]."""
-    bt, g_, at = _matrices(m)
-    rng = np.random.default_rng(10 + m)
-    dy, d = rng.standard_normal((m, m)), rng.standard_normal((m + 2, m + 2))
+@pytest.mark.parametrize("m, r", sorted(TRANSFORMS), ids=[f"F{m}x{m}-{r}x{r}" for m, r in sorted(TRANSFORMS)])
+def test_weight_gradient_reads_the_identity_backwards(m, r):
+    """G^T [(A dy A^T) . (B^T d B)] G is the RxR weight gradient of one tile: sum over its M x M
+    outputs of dy[i][k] d[i + a][k + b]."""
+    bt, g_, at = _matrices((m, r))
+    rng = np.random.default_rng(100 + m * 10 + r)
+    dy, d = rng.standard_normal((m, m)), rng.standard_normal((m + r - 1, m + r - 1))
     got = g_.T @ ((at.T @ dy @ at) * (bt @ d @ bt.T)) @ g_
-    expected = [[np.sum(dy * d[r:r + m, c:c + m]) for c in range(3)] for r in range(3)]
+    expected = [[np.sum(dy * d[a:a + m, b:b + m]) for b in range(r)] for a in range(r)]
     np.testing.assert_allclose(got, expected, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("tag, pass_, tiles", [
+    ("n2g1c4o4i9x11k3x3s1x1p1x1d1x1", "forward", 2 * 5 * 6),          # undilated: 5 x 6 2x2 tiles an image
+    ("n2g1c4o4i9x11k3x3s1x1p2x2d2x2", "forward", 2 * 4 * 3 * 3),      # 4 phases of 5x6 .. 4x5 outputs: 3 x 3 tiles
+    ("n1g1c4o4i13x13k3x3s1x1p3x0d3x1", "forward", 3 * 3 * 6),         # 3 row phases of 5, 4, 4 rows (3 tiles) x 11 columns
+    ("n1g1c4o4i13x13k5x5s1x1p4x4d2x2", "backward_data", 4 * 4 * 4),   # dx's 13x13 in 4 phases of 7x7 .. 6x6
+])
+def test_a_dilated_layer_is_tiled_phase_by_phase(tag, pass_, tiles):
+    """Each of the D_h x D_w phases (outputs whose rows and columns share their remainders mod the
+    dilation) is an undilated convolution of the input's sub-grid: tiled alike, the largest phase's
+    tile count for all of them."""
+    assert REGISTRY["winograd"].tiles(Problem(geometry(tag), pass_, "float32"), 2) == tiles
 
 
 H200_LIKE = fake_device(gpu=True, compute_units=132, global_mem=140 << 30)
@@ -64,8 +83,13 @@ def test_the_larger_tile_comes_first_where_its_gemms_stay_large(tag, pass_, firs
     winograd = REGISTRY["winograd"]
     configs = winograd.configs(problem, H200_LIKE)
     assert configs[0]["m"] == first
-    assert {c["m"] for c in configs[:2]} == set(TILE_SIDES)  # tuning's first candidates measure both
+    assert {c["m"] for c in configs[:2]} == set(SIDES[3])  # tuning's first candidates measure both
     if pass_ == "backward_weight":
         assert (winograd.tiles(problem, 2) >= MIN_TILES) == (first == 4)
     else:
         assert (winograd.tiles(problem, 4) >= F4_MIN_TILES) == (first == 4)
+
+
+def test_a_5x5_kernel_has_f2x2_only():
+    problem = Problem(geometry("n32g1c128o128i28x28k5x5s1x1p2x2d1x1"), "forward", "float32")
+    assert {c["m"] for c in REGISTRY["winograd"].configs(problem, H200_LIKE)} == {2}

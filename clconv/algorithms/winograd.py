@@ -86,6 +86,10 @@ F4_MIN_TILES = 32
 # says why; on PoCL the transforms ran 1.3-3.6x faster, the output transform 1.7-3x).  GPUs (and
 # CPUs without lanes, such as llvmpipe) keep one tile per work-item.
 CPU_VT = 16
+# The weight gradient's sum of its pieces (one work-item per tile): filters and parts of a
+# work-group (``plan``; fewer where the device grants fewer work-items)
+SUM_FILTERS = 32
+SUM_PARTS = 8
 # On a CPU, the fewest work-items along a row of the transforms' launch: with fewer tiles than that
 # the weight's runs would have rows of one or two work-items (a work-group each on PoCL).
 CPU_MIN_ROW = 16
@@ -266,19 +270,29 @@ class Winograd(Algorithm):
             filters = g.groups * -(-(conv["COUT"] * conv["CIN"]) // vt)  # runs
         other_rows = g.groups * conv["COUT"] if weight_grad else -(-filters // row_width)
         bt, gm, at = TRANSFORMS[m, conv["R"]]
+        # The weight gradient's last kernel, one work-item per tile: a work-group of SUM_FILTERS
+        # filters x SUM_PARTS parts, each part summing every SUM_PARTS-th position over the pieces.
+        # One work-item per filter summed all ALPHA^2 x pieces alone: a 48 x 64 layer has 3072
+        # filters, under a warp per SM of an H200, and its 15 pieces took 23-33 us to sum there.
+        sum_filters = min(SUM_FILTERS, fit.work_group)
+        sum_parts = max(1, min(SUM_PARTS, positions(m, conv["R"]), fit.work_group // sum_filters))
         # the transforms are one program (a first call builds it and the GEMM's: two builds); the
         # GEMM reads and writes workspaces only, so every epilogue of the geometry shares it
         src = source("winograd.mako", problem, index, SPLITS=splits, WEIGHT_GRAD=weight_grad, ROW_WIDTH=row_width,
-                     BT=bt, G=gm, AT=at, VT=vt, **conv)
+                     BT=bt, G=gm, AT=at, VT=vt, SUM_FILTERS=sum_filters, SUM_PARTS=sum_parts, **conv)
         source_role, other_role, other_space = ("x", "dy", "ydy") if weight_grad else (problem.spec.inputs[0], "w", "u")
         transforms = call(src, "clc_wino_transforms", (row_width, g.groups * conv["CIN"] + other_rows), None,
                           Arg(source_role), Arg(other_role), Arg("v", with_offset=False),
                           Arg(other_space, with_offset=False))
         if weight_grad:
             gemm, gemm_spaces = gemm_calls(problem, shape, tile, index, "ydy", "v", "m")
-            finish = call(src, "clc_wino_weight_grad", (rounded(-(-(conv["COUT"] * conv["CIN"]) // vt), 64 // vt), g.groups),
-                          None,
-                          Arg("m", with_offset=False), Arg("dw"))
+            if vt == 1:
+                finish = call(src, "clc_wino_weight_grad",
+                              (rounded(conv["COUT"] * conv["CIN"], sum_filters), sum_parts * g.groups),
+                              (sum_filters, sum_parts), Arg("m", with_offset=False), Arg("dw"))
+            else:
+                finish = call(src, "clc_wino_weight_grad", (-(-(conv["COUT"] * conv["CIN"]) // vt), g.groups), None,
+                              Arg("m", with_offset=False), Arg("dw"))
         else:
             result_role = problem.spec.result  # x -> y, or dy -> dx
             gemm, gemm_spaces = gemm_calls(problem, shape, tile, index, "u", "v", "m")

@@ -420,10 +420,17 @@ ${right("y", "at", A, M)}\
 <%def name="clc_wino_weight_grad()">
 <% ALPHA, A, GT, B = derived(M, BT, G, AT) %>\
 <% TAPS = R * R %>\
-/* global: (COUT * CIN rounded up, GROUPS); one work-item per RxR filter: its ALPHA^2 products
-   summed over the pieces in order, then G^T t G. */
-__kernel void clc_wino_weight_grad(__global const clc_real* restrict m,
-                                   __global clc_data* restrict dw_base, const long dw_off)
+/* VT > 1: global (ceil(COUT * CIN / VT), GROUPS), VT filters per work-item.  VT == 1: global
+   (COUT * CIN rounded up to SUM_FILTERS, SUM_PARTS * GROUPS), work-groups of SUM_FILTERS filters x
+   SUM_PARTS parts.  Each RxR filter's ALPHA^2 products summed over the pieces in order, then
+   G^T t G. */
+% if VT == 1:
+__kernel __attribute__((reqd_work_group_size(${SUM_FILTERS}, ${SUM_PARTS}, 1)))
+% else:
+__kernel
+% endif
+void clc_wino_weight_grad(__global const clc_real* restrict m,
+                          __global clc_data* restrict dw_base, const long dw_off)
 {
 % if VT > 1:
     /* VT consecutive filters per work-item: each position's sums a vector load per piece */
@@ -462,18 +469,38 @@ ${right("f", "gt", G, R)}\
     for (int l = 0; l < lanes; ++l)
         for (int k = 0; k < ${TAPS}; ++k) clc_st(dw, l * ${TAPS} + k, fs[k][l]);
 % else:
+    /* part q of a work-group sums positions q, q + SUM_PARTS, ... of its filters over the pieces,
+       each in order, into local memory; then part 0 transforms them */
     const clc_idx oi = get_global_id(0);
-    if (oi >= (clc_idx)${COUT} * ${CIN}) return;
-    const int g = get_global_id(1);
+    const int lf = get_local_id(0), part = get_local_id(1);
+    const int g = get_group_id(1);
+    const bool filter = oi < (clc_idx)${COUT} * ${CIN};
     const clc_idx position = (clc_idx)${COUT} * ${CIN};  /* from one t to the next */
     const clc_idx piece = (clc_idx)${GROUPS * ALPHA * ALPHA} * position;  /* from one piece to the next */
-    __global const clc_real* restrict in = m + (clc_idx)g * ${ALPHA * ALPHA} * position + oi;
-    clc_real t[${ALPHA}][${ALPHA}], gt[${R}][${ALPHA}], f[${R}][${R}];
-    for (int k = 0; k < ${ALPHA * ALPHA}; ++k) {
-        clc_real acc = in[k * position];
-        for (int s = 1; s < ${SPLITS}; ++s) acc += in[s * piece + k * position];
-        t[k / ${ALPHA}][k % ${ALPHA}] = acc;
+    __local clc_real sums[${ALPHA * ALPHA}][${SUM_FILTERS}];
+    if (filter) {
+        __global const clc_real* restrict in = m + (clc_idx)g * ${ALPHA * ALPHA} * position + oi;
+% for j in range(-(-(ALPHA * ALPHA) // SUM_PARTS)):
+        {
+            const int k = part + ${j * SUM_PARTS};
+% if (j + 1) * SUM_PARTS > ALPHA * ALPHA:
+            if (k < ${ALPHA * ALPHA}) {
+% else:
+            {
+% endif
+                clc_real acc = in[k * position];
+                for (int s = 1; s < ${SPLITS}; ++s) acc += in[s * piece + k * position];
+                sums[k][lf] = acc;
+            }
+        }
+% endfor
     }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (part != 0 || !filter) return;
+    clc_real t[${ALPHA}][${ALPHA}], gt[${R}][${ALPHA}], f[${R}][${R}];
+% for k in range(ALPHA * ALPHA):
+    t[${k // ALPHA}][${k % ALPHA}] = sums[${k}][lf];
+% endfor
 ${left("gt", GT, "t", ALPHA)}\
 ${right("f", "gt", G, R)}\
     /* dw[g*COUT + o][i][r][c], the canonical layout whatever the activations' */

@@ -6,13 +6,16 @@ run's best candidate.  Tuning times every algorithm's first configs, so an algor
 puts first is always found; a config the run did not time (a rule that reorders an algorithm's
 tiles) is read as that algorithm's fastest timed config and marked ``~``.
 
-    python docs/perf/heuristic_check.py [--rows]              the five stored sets
+    python docs/perf/heuristic_check.py [--rows]              the seven stored sets
     python docs/perf/heuristic_check.py SPEC=FILE.json ...      others (SPEC as `clconv tune` took it)
 
-The sets: the GPU set, VGG-11 at batch 8, the small layers, and three lists of other networks'
+The sets: the GPU set, VGG-11 at batch 8, the small layers, and four lists of other networks'
 layers.  The rules of 2026-12-02 were written looking at the first five (``h200-unseen-layers.txt``
 and ``h200-holdout-layers.txt`` among them); ``h200-validation-layers.txt`` was written and tuned
-after them, and judges them: 1.082x the best there (worst 1.54x), against 1.067x on the five.
+after them, and judged them: 1.082x the best there (worst 1.54x), against 1.067x on the five.
+``h200-winograd-kernels-layers.txt`` (5x5 and dilated layers) was written before Winograd served
+them, and tuned with the earlier lists' such rows re-tuned: 1.050x over all 234 layer-passes
+(worst 1.53x), against 1.198x with the planner before.
 """
 import argparse
 import json

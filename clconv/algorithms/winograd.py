@@ -270,10 +270,11 @@ class Winograd(Algorithm):
             filters = g.groups * -(-(conv["COUT"] * conv["CIN"]) // vt)  # runs
         other_rows = g.groups * conv["COUT"] if weight_grad else -(-filters // row_width)
         bt, gm, at = TRANSFORMS[m, conv["R"]]
-        # The weight gradient's last kernel, one work-item per tile: a work-group of SUM_FILTERS
-        # filters x SUM_PARTS parts, each part summing every SUM_PARTS-th position over the pieces.
-        # One work-item per filter summed all ALPHA^2 x pieces alone: a 48 x 64 layer has 3072
-        # filters, under a warp per SM of an H200, and its 15 pieces took 23-33 us to sum there.
+        # The weight gradient's last kernel where the transforms take one tile per work-item (GPUs,
+        # CPUs without lanes): work-groups of SUM_FILTERS filters x SUM_PARTS parts, each part
+        # summing every SUM_PARTS-th position over the pieces.  One work-item per filter summed all
+        # ALPHA^2 x pieces alone: a 48 x 64 layer has 3072 filters, under a warp per SM of an H200,
+        # and its 15 pieces took 23-33 us to sum there.
         sum_filters = min(SUM_FILTERS, fit.work_group)
         sum_parts = max(1, min(SUM_PARTS, positions(m, conv["R"]), fit.work_group // sum_filters))
         # the transforms are one program (a first call builds it and the GEMM's: two builds); the

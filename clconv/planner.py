@@ -212,7 +212,8 @@ def _cpu_heuristic_order(problem: Problem, device: cl.Device) -> list[str]:
     vector loads only where B is contiguous along N: a column buffer, or the input or output
     gradient of a 1x1 stride-1 layer.  So im2col first, gemm1x1 for those 1x1 layers' forward and
     data gradient, no split-K (the cores are few: a GEMM has work-items enough), Winograd for the
-    forward of 3x3 stride-1 layers with channels enough (``_cpu_winograd_pays``); measured on PoCL
+    forward of 3x3 and 5x5 stride-1 layers with channels enough and for the data gradient of 3x3
+    ones with tiles enough too (``_cpu_winograd_pays``); measured on PoCL
     in docs/performance.md.  Tiny passes (``CPU_TINY_FLOPS``) take `direct`, which builds fastest."""
     g = problem.geometry
     order = []
@@ -236,31 +237,41 @@ def _cpu_heuristic_order(problem: Problem, device: cl.Device) -> list[str]:
 # (C_out x tiles, over C_in, one per tile position) need rows and a contraction long enough to run
 # near the column buffer's GEMM rate (which contracts over 9 C_in).
 CPU_WINOGRAD_MIN_CHANNELS = 64
+# The fewest 4x4 tiles (over the batch) for Winograd's data gradient first on a CPU
+CPU_WINOGRAD_DATA_MIN_TILES = 96
 
 
 def _cpu_winograd_pays(problem: Problem, device: cl.Device) -> bool:
-    """Whether ``winograd`` comes first on a CPU: the forward of an undilated layer it serves, with
-    at least CPU_WINOGRAD_MIN_CHANNELS input and output channels per group, channels-first, on a CPU
-    with vector lanes (its transforms and GEMM are written in explicit vectors there).
+    """Whether ``winograd`` comes first on a CPU: the forward of an undilated layer it serves, and
+    the data gradient of a 3x3 one with tiles enough, with at least CPU_WINOGRAD_MIN_CHANNELS input
+    and output channels per group, channels-first, on a CPU with vector lanes (its transforms and
+    GEMM are written in explicit vectors there).
 
     Measured on PoCL (2-core EPYC, AVX2, 2 threads) against im2col, interleaved, the minimum of 4
     rounds (docs/performance.md): from 64 channels the forward ran in 0.51-0.95x im2col's time on
     all 9 layers (7x7 to 56x56, batch 1-4; F(2x2, 3x3) where 4x4 tiles are few, as Winograd.sides
     orders them); with 32 channels 0.84x and 1.32x in two runs, with 16 1.14x and 1.77x (its 36
     GEMMs over 16 channels ran at a seventh of the column buffer's GEMM rate).  The data gradient
-    (0.69-1.61x over the 9, geometric mean 0.97: no better than im2col within this machine's noise)
-    and the weight gradient (1.1-3.4x on 8 of 11 layers: its GEMM reads V across the tiles lane by
-    lane) stay with im2col.  5x5 forwards (F(2x2, 5x5)) from 64 channels ran in 0.38-0.77x
-    im2col's time (3 layers; 32 channels 1.56x); dilated 3x3 forwards in 0.76-1.13x (3 layers: the
-    phases' patches are scattered rows), so a dilated layer stays with im2col."""
-    if problem.pass_ != "forward" or problem.layout != CHANNELS_FIRST:
+    depends on the tiles: over 19 runs of 3x3 layers from 64 channels (three sessions' runs,
+    docs/perf/pocl-2t-winograd-*.json), from 98 4x4 tiles F(4x4, 3x3) ran in 0.69-0.95x im2col's
+    time in 8 of 9 (the ninth 1.20x, its repeat 0.78x), at 64 tiles 0.73-1.10x (geometric mean
+    0.91: a coin toss on a shared 2-core machine), below that 1.03-1.61x; so 3x3 data gradients from
+    CPU_WINOGRAD_DATA_MIN_TILES.  The weight gradient (1.1-3.4x on 8 of 11 layers: its GEMM reads V
+    across the tiles lane by lane) stays with im2col.  5x5 forwards (F(2x2, 5x5)) from 64 channels
+    ran in 0.38-0.77x im2col's time (3 layers; 32 channels 1.56x); dilated 3x3 forwards in
+    0.76-1.13x (3 layers: the phases' patches are scattered rows), so a dilated layer stays with
+    im2col."""
+    if problem.pass_ == "backward_weight" or problem.layout != CHANNELS_FIRST:
         return False
     if limits.of(device).lanes(problem.itemsize) < 4:
         return False
     g = problem.geometry
     if min(g.cin_per_group, g.cout_per_group) < CPU_WINOGRAD_MIN_CHANNELS or g.dilation != (1, 1, 1):
         return False
-    return _serving_winograd(problem, device) is not None
+    winograd = _serving_winograd(problem, device)
+    if winograd is None:
+        return False
+    return problem.pass_ == "forward" or (g.kernel == (1, 3, 3) and winograd.tiles(problem, 4) >= CPU_WINOGRAD_DATA_MIN_TILES)
 
 
 def _serving_winograd(problem: Problem, device: cl.Device) -> Winograd | None:

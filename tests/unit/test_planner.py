@@ -50,11 +50,13 @@ def test_cpu_heuristic_puts_winograd_first_for_forwards_with_channels_enough():
     def first(tag, pass_="forward", layout="channels_first", dtype="float32"):
         return heuristic_order(Problem(geometry(tag), pass_, dtype, layout=layout), cpu)[0]
 
-    # 64+ channels in and out per group, stride 1, 3x3 or 5x5: the forward only (the gradients stay
-    # with im2col)
-    for tag in ("n4g1c64o64i28x28k3x3s1x1p1x1d1x1", "n1g1c256o512i7x7k3x3s1x1p1x1d1x1",
-                "n2g2c128o256i14x14k3x3s1x1p1x1d1x1", "n1g1c64o64i28x28k5x5s1x1p2x2d1x1"):
+    # 64+ channels in and out per group, stride 1, 3x3 or 5x5: the forward; the data gradient of a
+    # 3x3 layer from 96 4x4 tiles (the weight gradient stays with im2col)
+    for tag in ("n1g1c256o512i7x7k3x3s1x1p1x1d1x1", "n2g2c128o256i14x14k3x3s1x1p1x1d1x1",  # 4 and 32 tiles
+                "n1g1c64o64i28x28k5x5s1x1p2x2d1x1", "n4g1c128o128i14x14k3x3s1x1p1x1d1x1"):  # 5x5; 64 tiles
         assert [first(tag, p) for p in PASSES] == ["winograd", "im2col", "im2col"], tag
+    for tag in ("n4g1c64o64i28x28k3x3s1x1p1x1d1x1", "n2g1c128o128i28x28k3x3s1x1p1x1d1x1"):  # 196 and 98 tiles
+        assert [first(tag, p) for p in PASSES] == ["winograd", "winograd", "im2col"], tag
     assert first("n4g1c64o64i28x28k3x3s1x1p1x1d1x1", dtype="float64") == "winograd"
     # fewer channels (in or out, per group), a stride, a dilation, a 7x7 kernel, channels-last: im2col
     for tag in ("n4g1c32o64i56x56k3x3s1x1p1x1d1x1", "n4g1c64o48i28x28k3x3s1x1p1x1d1x1",

@@ -174,7 +174,7 @@ class Winograd(Algorithm):
         if reason is None and (g.ndim != 2 or g.kernel not in ((1, 3, 3), (1, 5, 5)) or g.stride != (1, 1, 1)):
             reason = "it serves only 2D 3x3 and 5x5 kernels with stride 1"
         if reason is None and problem.pass_ == "backward_data":
-            reach = [d * (g.kernel[2] - 1) for d in g.dilation[1:]]  # the data gradient pads by reach - pad
+            reach = [d * (kernel_side(problem) - 1) for d in g.dilation[1:]]  # the data gradient pads by reach - pad
             if any(max(g.pad_begin[a], g.pad_end[a]) > reach[a - 1] for a in (1, 2)):
                 reason = (f"its data gradient pads by dilation * (kernel - 1) - pad, so it serves paddings of at "
                           f"most {reach[0]} x {reach[1]} here")

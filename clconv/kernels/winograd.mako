@@ -70,7 +70,7 @@ def derived(M, BT, G, AT):
 </%def>\
 <%def name="store_positions(out, step, src)">\
 ## VT > 1: the ALPHA^2 vectors src[a][b] to out + (a * ALPHA + b) * step, lanes < VT of them at the end
-<% ALPHA = len(BT) %>\
+<% ALPHA = derived(M, BT, G, AT)[0] %>\
     {
         __global clc_real* restrict out = ${out};
         const clc_idx step = ${step};  /* from one position t to the next */

@@ -41,10 +41,12 @@ workspace limit.
 
 from __future__ import annotations
 
+import math
+
 from .. import limits, settings
 from ..plan import CHANNELS_FIRST, LAYOUTS, Arg, Plan, Problem, rounded
 from .base import Algorithm, call, epilogue_args, source
-from .gemm import GemmShape, gemm_calls, gemm_tiles, tile_config, tile_extent
+from .gemm import GemmShape, edge_waste, gemm_calls, gemm_tiles, is_cpu_config, tile_config, tile_extent, work_items
 from .splitk import SplitK
 
 # The transform matrices (B^T, G, A^T) of F(MxM, RxR) by (M, R), from the interpolation points 0, 1,
@@ -66,9 +68,18 @@ TRANSFORMS = {
              ((1 / 4, 0, 0, 0, 0), (-1 / 6, -1 / 6, -1 / 6, -1 / 6, -1 / 6), (-1 / 6, 1 / 6, -1 / 6, 1 / 6, -1 / 6),
               (1 / 24, 1 / 12, 1 / 6, 1 / 3, 2 / 3), (1 / 24, -1 / 12, 1 / 6, -1 / 3, 2 / 3), (0, 0, 0, 0, 1)),
              ((1, 1, 1, 1, 1, 0), (0, 1, -1, 2, -2, 1))),
+    # points 0, +-1, +-2, 1/2 and infinity; B^T's rows but the 1/2 point's doubled and G's halved,
+    # A^T's 1/2 column times 4 and G's row a quarter (all exact), so that B^T and A^T are integers
+    (3, 5): (((-4, 8, 5, -10, -1, 2, 0), (0, 4, -4, -9, 1, 2, 0), (0, -4, 12, -7, -3, 2, 0),
+              (0, 2, -3, -4, 3, 2, 0), (0, -2, 5, 0, -5, 2, 0), (0, 4, 0, -5, 0, 1, 0), (0, -4, 8, 5, -10, -1, 2)),
+             ((-1 / 4, 0, 0, 0, 0), (-1 / 6, -1 / 6, -1 / 6, -1 / 6, -1 / 6),
+              (1 / 18, -1 / 18, 1 / 18, -1 / 18, 1 / 18), (1 / 72, 1 / 36, 1 / 18, 1 / 9, 2 / 9),
+              (-1 / 120, 1 / 60, -1 / 30, 1 / 15, -2 / 15), (8 / 45, 4 / 45, 2 / 45, 1 / 45, 1 / 90), (0, 0, 0, 0, 1 / 2)),
+             ((1, 1, 1, 1, 1, 4, 0), (0, 1, -1, 2, -2, 2, 0), (0, 1, 1, 4, 4, 1, 1))),
 }
-# The tile sides M of each kernel side R, the larger first where its GEMMs are not starved (``sides``)
-SIDES = {3: (2, 4), 5: (2,)}
+# The tile sides M of each kernel side R, the smaller first; ``sides`` puts the larger first where its
+# GEMMs are not starved
+SIDES = {3: (2, 4), 5: (2, 3)}
 
 
 # The fewest tiles over the batch for the larger GEMMs: where F(4x4, 3x3) comes first (``sides``),
@@ -189,18 +200,18 @@ class Winograd(Algorithm):
         return reason
 
     def sides(self, problem: Problem) -> tuple[int, ...]:
-        """The tile sides M in the order their configs come.  F(4x4, 3x3) (4x fewer multiplies than
-        a direct sum, 2.25x fewer workspace bytes than F(2x2, 3x3)) comes first where its GEMMs
-        are not starved: the forward's and data gradient's from F4_MIN_TILES 4x4 tiles (their
-        GEMMs' columns), the weight gradient's from MIN_TILES 2x2 tiles (where the GPU heuristic
-        runs it at all: its contraction).  With fewer, F(2x2, 3x3)'s 4x more tiles fill the device
-        better (measured on an H200, docs/performance.md); its constants are halves, so
-        small-integer data also give exact results there.  A 5x5 kernel has F(2x2, 5x5) only."""
-        if kernel_side(problem) != 3:
-            return SIDES[kernel_side(problem)]
+        """The tile sides M in the order their configs come.  The larger tile (F(4x4, 3x3): 4x fewer
+        multiplies than a direct sum and 2.25x fewer workspace bytes than F(2x2, 3x3); F(3x3, 5x5):
+        5.4 multiplies per output against F(2x2, 5x5)'s 9, 0.6x its bytes) comes first where its
+        GEMMs are not starved: the forward's and data gradient's from F4_MIN_TILES tiles of the
+        larger side (their GEMMs' columns), the weight gradient's from MIN_TILES 2x2 tiles (where
+        the GPU heuristic runs it at all: its contraction).  With fewer, the smaller tiles' 2.25-4x
+        more tiles fill the device better (measured on an H200, docs/performance.md); F(2x2, 3x3)'s
+        constants are halves, so small-integer data also give exact results there."""
+        small, large = min(SIDES[kernel_side(problem)]), max(SIDES[kernel_side(problem)])
         if problem.pass_ == "backward_weight":
-            return (4, 2) if self.tiles(problem, 2) >= MIN_TILES else (2, 4)
-        return (4, 2) if self.tiles(problem, 4) >= F4_MIN_TILES else (2, 4)
+            return (large, small) if self.tiles(problem, small) >= MIN_TILES else (small, large)
+        return (large, small) if self.tiles(problem, large) >= F4_MIN_TILES else (small, large)
 
     def configs(self, problem, device):
         per_side = [self._side_configs(problem, device, m) for m in self.sides(problem)]
@@ -229,18 +240,36 @@ class Winograd(Algorithm):
             splits = self._splits(problem, conv, shape, tile, device)
             if splits:
                 out.append({"m": m, **tile, "splits": splits})
+        if fit.gpu:
+            # Where the pieces fill the device, the smaller work-group among tiles that waste the same
+            # and block alike (split-K's rank): the 128 x 128 GEMMs of a 5x5 128-channel layer ran in
+            # 0.75x the time on 64 x 64 tiles (5 pieces) as on 64 x 128 (an H200, docs/performance.md).
+            # Unsplit, the tiles alone fill it, and the order stays (64 x 128 won there).
+            def rank(config):
+                if is_cpu_config(config):
+                    return (float("inf"), 0, 0)
+                return (round(edge_waste(shape.M, shape.N, config["TM"], config["TN"]), 9),
+                        -config["WM"] * config["WN"], work_items(config) if config["splits"] > 1 else 0)
+            out.sort(key=rank)
         return out
 
     def _splits(self, problem: Problem, conv: dict, shape: GemmShape, tile: dict, device) -> int:
         """The weight gradient's piece count for ``tile``: one, or one of split-K's cuts, whichever
-        brings the work-groups nearest split-K's fill of the device, within the workspace limit (0
-        if not even one piece fits)."""
+        brings the launch nearest split-K's fill of the device, within the workspace limit (0 if
+        not even one piece fits).  On a GPU the fill is counted in work-items, as split-K's
+        (``SplitK.splits_for``): counted in work-groups, a 64-work-item tile was cut into 15 pieces
+        where 24-36 ran 1.13-1.15x faster (Inception's 5x5 48 -> 64 on an H200), and a 32 x 32 one
+        into 2 where 4 ran 1.5x faster (docs/performance.md)."""
         tm, tn, tk = tile_extent(tile)
         work_groups = -(-shape.M // tm) * -(-shape.N // tn) * shape.gemms
-        target = SplitK.FILL * limits.of(device).compute_units
+        fit = limits.of(device)
         limit = settings.workspace_limit(device)
         fitting = [s for s in (1, *SplitK.cuts(shape.K, tk))
                    if sum(self._workspaces(problem, conv, s).values()) <= limit]
+        if fit.gpu and not is_cpu_config(tile):
+            target = SplitK.FILL_ITEMS * fit.compute_units / work_items(tile)
+            return min(fitting, key=lambda s: abs(math.log(work_groups * s / target)), default=0)
+        target = SplitK.FILL * fit.compute_units
         return min(fitting, key=lambda s: abs(work_groups * s - target), default=0)
 
     def plan(self, problem, config, device):

@@ -57,6 +57,16 @@ inline clc_real clc_load_a(__global const clc_a_t* restrict a, clc_idx g, clc_id
 }
 </%def>
 
+<%def name="a_matrix_t(p)">
+/* A(m, k) = a[g][k][m]: a workspace matrix read transposed, its columns contiguous (Winograd's
+   transformed output gradient with the channels fastest, the tiles along k). */
+typedef clc_real clc_a_t;
+inline clc_real clc_load_a(__global const clc_a_t* restrict a, clc_idx g, clc_idx m, clc_idx k, int chunk)
+{
+    return a[(g * ${p["K"]} + k) * ${p["M"]} + m];
+}
+</%def>
+
 ## The channels-last GEMMs run transposed (gemm.py's `swapped` shapes): C^T = B^T A^T, rows the
 ## pixels and columns the channels, so that a work-item row's stores are consecutive channels.
 <%def name="a_input_unfold(p)">

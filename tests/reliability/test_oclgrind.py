@@ -176,13 +176,16 @@ def child(which: str, every_config: bool) -> int:
             run_prepared(queue, rng, problem, winograd, config)
             note(f"winograd m=4 {pass_} {layout}")
             runs += 1
-    # and F(2x2, 5x5) on a dilated layer: patches that reach past the padding by the dilation,
-    # phases of unequal sizes, the data gradient's padding of dilation * 4 - pad
+    # and F(2x2, 5x5) and F(3x3, 5x5) on a dilated layer: patches that reach past the padding by
+    # the dilation, phases of unequal sizes (3x3 tiles cut off at their edges), the data gradient's
+    # padding of dilation * 4 - pad
     for pass_ in PASSES:
         problem = Problem(geometry("n1g1c3o4i9x8k5x5s1x1p4x2d2x1"), pass_, "float32")
-        run_prepared(queue, rng, problem, winograd, winograd.configs(problem, queue.device)[0])
-        note(f"winograd 5x5 dilated {pass_}")
-        runs += 1
+        for m in (2, 3):
+            run_prepared(queue, rng, problem, winograd, next(c for c in winograd.configs(problem, queue.device)
+                                                             if c["m"] == m))
+            note(f"winograd 5x5 m={m} dilated {pass_}")
+            runs += 1
     print(f"clconv-oclgrind: {runs} runs checked", flush=True)
     return runs
 

@@ -90,6 +90,15 @@ def test_the_larger_tile_comes_first_where_its_gemms_stay_large(tag, pass_, firs
         assert (winograd.tiles(problem, 4) >= F4_MIN_TILES) == (first == 4)
 
 
-def test_a_5x5_kernel_has_f2x2_only():
-    problem = Problem(geometry("n32g1c128o128i28x28k5x5s1x1p2x2d1x1"), "forward", "float32")
-    assert {c["m"] for c in REGISTRY["winograd"].configs(problem, H200_LIKE)} == {2}
+@pytest.mark.parametrize("tag, pass_, first", [
+    ("n32g1c128o128i28x28k5x5s1x1p2x2d1x1", "forward", 3),          # 3200 3x3 tiles
+    ("n1g1c256o256i14x14k5x5s1x1p2x2d1x1", "backward_data", 2),     # 25 3x3 tiles, under F4_MIN_TILES
+    ("n1g1c256o256i7x7k5x5s1x1p2x2d1x1", "forward", 2),             # 9
+    ("n32g1c48o64i35x35k5x5s1x1p2x2d1x1", "backward_weight", 3),    # 10368 2x2 tiles
+    ("n1g1c64o64i14x14k5x5s1x1p2x2d1x1", "backward_weight", 2),     # 49
+])
+def test_a_5x5_kernel_has_f3x3_and_f2x2(tag, pass_, first):
+    """F(3x3, 5x5) first by the rules of F(4x4, 3x3), F(2x2, 5x5) beside it."""
+    configs = REGISTRY["winograd"].configs(Problem(geometry(tag), pass_, "float32"), H200_LIKE)
+    assert configs[0]["m"] == first
+    assert {c["m"] for c in configs[:2]} == {2, 3}

@@ -169,11 +169,15 @@ def _winograd_pays(problem: Problem, device: cl.Device) -> bool:
     # (ResNeXt's, to `direct`).  The weight gradient, contracting over the tiles into GEMMs of
     # channel pairs batched over the groups and the ALPHA^2 positions, won from 2048 channel pairs
     # (32 x 64 at one group, 8 x 8 at 32 groups: 0.65x and 0.73x split-K's) and lost at 576 (24 x 24,
-    # 1.37x) and 1024 (a 5x5 32 x 32: 1.05x)
+    # 1.37x).  The taps count too: the direct sum's work per pixel is pairs x taps, Winograd's
+    # transforms a channel count, so the minimum is of pairs x taps, 2048 x 9.  A 5x5 32 x 32 (1024
+    # pairs, 25 taps) ran F(3x3, 5x5) in 0.52x split-K's time (F(2x2, 5x5): 1.05x), a 5x5 16 x 32
+    # (512, under the minimum) in 0.83x
     channels_first = problem.layout == CHANNELS_FIRST
     weight_minimum, input_minimum = (8, 32) if channels_first else (64, 128)
     if problem.pass_ == "backward_weight":
-        too_few = min(cin, cout) < weight_minimum or (channels_first and g.groups * cin * cout < WINOGRAD_MIN_PAIRS)
+        pair_taps = g.groups * cin * cout * g.kernel_volume
+        too_few = min(cin, cout) < weight_minimum or (channels_first and pair_taps < WINOGRAD_MIN_PAIR_TAPS)
     else:
         too_few = cin < input_minimum or cout < 16
     if too_few:
@@ -197,10 +201,10 @@ def _winograd_pays(problem: Problem, device: cl.Device) -> bool:
     return g.flops >= DATA_GRADIENT_MIN_FLOPS and winograd.tiles(problem, 2) >= DATA_GRADIENT_MIN_TILES
 
 
-# ``winograd`` on GPUs: the fewest channel pairs (groups x inputs x outputs per group) of a weight
-# gradient, the fewest direct FLOPs of a gradient pass, and the fewest 2x2 tiles of each gradient
-# (``_winograd_pays``).
-WINOGRAD_MIN_PAIRS = 2048
+# ``winograd`` on GPUs: the fewest channel pairs (groups x inputs x outputs per group) times taps of
+# a weight gradient (2048 pairs of a 3x3 kernel), the fewest direct FLOPs of a gradient pass, and the
+# fewest 2x2 tiles of each gradient (``_winograd_pays``).
+WINOGRAD_MIN_PAIR_TAPS = 2048 * 9
 WEIGHT_GRADIENT_MIN_FLOPS = 2**29
 DATA_GRADIENT_MIN_FLOPS = 2**30
 DATA_GRADIENT_MIN_TILES = 160

@@ -1,12 +1,12 @@
-"""Winograd F(2x2, 3x3), F(4x4, 3x3) and F(2x2, 5x5) for square 3x3 and 5x5 stride-1 convolutions
+"""Winograd F(2x2, 3x3), F(4x4, 3x3), F(2x2, 5x5) and F(3x3, 5x5) for square 3x3 and 5x5 stride-1 convolutions
 (any dilation) and their weight gradients, not fused (kernels/winograd.mako for the transforms, the
 GEMM core for the products).
 
-Forward: each MxM output tile (M = 2 or 4, config ``m``) of an RxR kernel is
+Forward: each MxM output tile (M = 2 or 4 for 3x3, 2 or 3 for 5x5: config ``m``) of an RxR kernel is
 ``A^T [(G g G^T) . (B^T d B)] A`` for its ALPHA x ALPHA input patch ``d`` (ALPHA = M + R - 1): per
 input and output channel pair, ALPHA^2 multiplies per tile where a direct convolution does
 R^2 M^2: 16 for 36 (2.25x fewer) with F(2x2, 3x3), 36 for 144 (4x) with F(4x4, 3x3), 36 for 100
-(2.8x) with F(2x2, 5x5).  The elementwise products summed over input channels are ALPHA^2
+(2.8x) with F(2x2, 5x5), 49 for 225 (4.6x) with F(3x3, 5x5).  The elementwise products summed over input channels are ALPHA^2
 independent GEMMs per group, so the plan is: transform the input (V) and the weight (U) in one
 launch, run the GEMMs (M = U V) through the GEMM core (gemm.mako, its tiles and its CPU variant),
 transform M back into the output through the epilogue (bias, alpha, residual, activation).  The data
@@ -32,9 +32,10 @@ tensors and write its result, so they alone index the activations by their layou
 Error: the transforms add and scale values.  F(2x2, 3x3) (points 0, +-1; constants 1 and 1/2)
 carries about 2-4x the fp32 rounding error of a direct sum of the same length; the two with
 ALPHA = 6 (points 0, +-1, +-2; constants up to 8 and down to 1/24) 10-20x that: up to a tenth of
-``reference.tolerance`` where F(2x2, 3x3) stays under a hundredth (measured against the float64
+``reference.tolerance`` where F(2x2, 3x3) stays under a hundredth; F(3x3, 5x5) (ALPHA = 7, the point
+1/2 added; constants down to 1/120) about as much as F(2x2, 5x5) (measured against the float64
 reference in tests/algorithms/test_gemm_configs.py, whose bounds say so).  The workspaces hold
-the transformed input and the products: ALPHA^2 / M^2 (4x, 2.25x, 9x) the input and the output (the
+the transformed input and the products: ALPHA^2 / M^2 (4x, 2.25x, 9x, 5.4x) the input and the output (the
 output gradient, for the weight gradient) in size; the algorithm declines when they pass the
 workspace limit.
 """
@@ -124,9 +125,9 @@ class Winograd(Algorithm):
     name = "winograd"
     passes = ("forward", "backward_data", "backward_weight")
     layouts = LAYOUTS  # the transforms read src and write dst with either layout's steps
-    description = ("3x3 and 5x5 stride-1 layers (any dilation) by Winograd F(4x4, 3x3), F(2x2, 3x3) or "
-                   "F(2x2, 5x5): transforms around batched GEMMs (4x, 2.25x or 2.8x fewer multiplies than a "
-                   "direct sum), the weight gradient too")
+    description = ("3x3 and 5x5 stride-1 layers (any dilation) by Winograd F(4x4, 3x3), F(2x2, 3x3), "
+                   "F(3x3, 5x5) or F(2x2, 5x5): transforms around batched GEMMs (4x, 2.25x, 4.6x or 2.8x fewer "
+                   "multiplies than a direct sum), the weight gradient too")
 
     @staticmethod
     def _conv(problem: Problem, m: int = 2) -> dict:

@@ -262,7 +262,7 @@ def _cpu_winograd_pays(problem: Problem, device: cl.Device) -> bool:
     0.91: a coin toss on a shared 2-core machine), below that 1.03-1.61x; so 3x3 data gradients from
     CPU_WINOGRAD_DATA_MIN_TILES.  The weight gradient (1.1-3.4x on 8 of 11 layers: its GEMM reads V
     across the tiles lane by lane) stays with im2col.  5x5 forwards (F(2x2, 5x5); F(3x3, 5x5), where
-    it comes first, in 0.81-0.93x F(2x2, 5x5)'s time on 3 such layers) from 64 channels
+    it comes first, in 0.79-0.84x F(2x2, 5x5)'s time on 3 such layers) from 64 channels
     ran in 0.38-0.77x im2col's time (3 layers; 32 channels 1.56x); dilated 3x3 forwards in
     0.76-1.13x (3 layers: the phases' patches are scattered rows), so a dilated layer stays with
     im2col."""

@@ -22,10 +22,10 @@ import json
 import math
 from pathlib import Path
 
-from clconv import limits, settings
+from clconv import settings
 from clconv.plan import Problem
 from clconv.planner import candidates, label
-from clconv.tools import shapes
+from clconv.tools import devices, shapes
 
 HERE = Path(__file__).parent
 SMALL = "mb1ic256ih14oc256oh14kh3ph1 mb8ic512ih28oc256oh14kh1sh2ph0 mb1ic512ih7oc512oh7kh3ph1 mb16ic64ih128oc64oh128kh3ph1"
@@ -40,25 +40,10 @@ SETS = {  # name: (shape specs, batch override, tuning run)
 }
 
 
-class H200:
-    """What the planner asks of a device, as the H200 of these runs answered (NVIDIA 580.159)."""
-    type = 4  # CL_DEVICE_TYPE_GPU
-    name = "NVIDIA H200"
-    max_compute_units = 132
-    max_work_group_size = 1024
-    local_mem_size = 48 * 1024
-    global_mem_size = 150 * 2**30
-    max_mem_alloc_size = global_mem_size // 4
-    native_vector_width_float = 1
-    extensions = "cl_khr_fp64"
-
-
 def h200():
-    """The H200 of the runs, described by hand and registered with clconv.limits (no probe)."""
-    device = H200()
-    limits.register(device, limits.Limits(work_group=1024, work_item_sizes=(1024, 1024, 64), local_mem=48 * 1024,
-                                          compute_units=132, gpu=True))
-    return device
+    """The H200 of the runs, described by hand (clconv.tools.devices) and registered with
+    clconv.limits (no probe)."""
+    return devices.H200.stand_in()
 
 
 def judge(specs: list[str], batch, run: dict, device) -> list[dict]:

@@ -13,18 +13,18 @@ from pathlib import Path
 
 import splitk_candidates  # docs/perf/, beside this script: the layers of the sweep
 
+from dataclasses import replace
+
 from clconv import limits, settings
 from clconv.algorithms import REGISTRY
 from clconv.plan import Problem
-
-# the H200 the sweep ran on, as clconv's limits probe saw it (compute units from the JSON)
-H200 = dict(work_group=1024, work_item_sizes=(1024, 1024, 64), local_mem=48 * 1024, gpu=True)
+from clconv.tools.devices import H200  # the H200 the sweep ran on (its compute units from the JSON)
 
 
 def main():
     path = Path(sys.argv[1] if len(sys.argv) > 1 else Path(__file__).with_name("h200-splitk-candidates.json"))
     sweep = json.loads(path.read_text())
-    device = limits.Limits(compute_units=sweep["units"], **H200)
+    device = replace(H200.limits(), compute_units=sweep["units"])
     limits.of = lambda _device, _context=None: device  # the sweep's device, not this machine's
     settings.workspace_limit = lambda _device: 2**31
     splitk = REGISTRY["splitk"]

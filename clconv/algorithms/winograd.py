@@ -51,10 +51,11 @@ from .gemm import GemmShape, edge_waste, gemm_calls, gemm_tiles, is_cpu_config, 
 from .splitk import SplitK
 
 # The transform matrices (B^T, G, A^T) of F(MxM, RxR) by (M, R), from the interpolation points 0, 1,
-# -1 and infinity (ALPHA = 4) and 0, +-1, +-2 and infinity (ALPHA = 6): y = A^T [(G g) . (B^T d)] is
-# the correlation of d with g, a length-R filter over M + R - 1 inputs (checked in
-# tests/unit/test_winograd_matrices.py).  F(2, 5) and F(4, 3) share their points and so B^T; G's
-# rows are the powers of each point up to R - 1 (scaled alike), A^T's up to M - 1.
+# -1 and infinity (ALPHA = 4), 0, +-1, +-2 and infinity (ALPHA = 6) and those and 1/2 (ALPHA = 7):
+# y = A^T [(G g) . (B^T d)] is the correlation of d with g, a length-R filter over M + R - 1 inputs
+# (checked in tests/unit/test_winograd_matrices.py).  F(2, 5) and F(4, 3) share their points and so
+# B^T; G's rows are the powers of each point up to R - 1 over the product of its differences from
+# the other finite points, A^T's the powers up to M - 1, and B^T solves the identity (Toom-Cook).
 _B6 = ((4, 0, -5, 0, 1, 0), (0, -4, -4, 1, 1, 0), (0, 4, -4, -1, 1, 0), (0, -2, -1, 2, 1, 0),
        (0, 2, -1, -2, 1, 0), (0, 4, 0, -5, 0, 1))
 TRANSFORMS = {

@@ -307,11 +307,14 @@ def build_kernels(queue: cl.CommandQueue, sources: Sequence[RenderedSource], lab
         return {entry: get_kernel(program, entry) for entry in source.entries}
 
     # On a GPU a plan's programs build on threads, side by side (the driver's compiler releases the
-    # GIL): a new geometry's Winograd plan waits for its transforms' and its GEMM's builds, 0.61 s
-    # of NVIDIA's compiler one after the other.  Elsewhere one after another: Oclgrind's runtime
-    # crashed (SIGSEGV) building a plan's two programs on two threads, and PoCL compiles a kernel's
-    # work-group function at its first launch, not here.
-    if len(sources) > 1 and is_gpu(queue.device):
+    # GIL): a new geometry's Winograd plan waited for its transforms' and its GEMM's builds, 0.61 s
+    # of NVIDIA's compiler one after the other; side by side its first call took 0.50 s, 0.90 s of
+    # build time overlapping (docs/performance.md).  Elsewhere one after another: PoCL compiles a
+    # kernel's work-group function at its first launch, not here, and Oclgrind's simulator (which
+    # reports every device type, GPU and CPU among them) crashed (SIGSEGV) building a plan's two
+    # programs on two threads.
+    device_type = queue.device.type
+    if len(sources) > 1 and is_gpu(queue.device) and not device_type & cl.device_type.CPU:
         with ThreadPoolExecutor(max_workers=len(sources)) as pool:
             return list(pool.map(kernels, sources))
     return [kernels(source) for source in sources]

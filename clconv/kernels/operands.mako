@@ -58,8 +58,9 @@ inline clc_real clc_load_a(__global const clc_a_t* restrict a, clc_idx g, clc_id
 </%def>
 
 <%def name="a_matrix_t(p)">
-/* A(m, k) = a[g][k][m]: a workspace matrix read transposed, its columns contiguous (Winograd's
-   transformed output gradient with the channels fastest, the tiles along k). */
+/* A(m, k) = a[g][k][m]: a workspace matrix read transposed, its columns contiguous.  No plan uses
+   it: docs/perf/winograd_wgrad_layout.py times Winograd's weight-gradient GEMMs through it (Y with
+   the channels fastest), which ran as fast as a_matrix's k-fast reads (docs/performance.md). */
 typedef clc_real clc_a_t;
 inline clc_real clc_load_a(__global const clc_a_t* restrict a, clc_idx g, clc_idx m, clc_idx k, int chunk)
 {

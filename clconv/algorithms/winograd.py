@@ -260,8 +260,8 @@ class Winograd(Algorithm):
         brings the launch nearest split-K's fill of the device, within the workspace limit (0 if
         not even one piece fits).  On a GPU the fill is counted in work-items, as split-K's
         (``SplitK.splits_for``): counted in work-groups, a 64-work-item tile was cut into 15 pieces
-        where 24-36 ran 1.13-1.15x faster (Inception's 5x5 48 -> 64 on an H200), and a 32 x 32 one
-        into 2 where 4 ran 1.5x faster (docs/performance.md)."""
+        where 24-36 ran 1.12-1.15x faster (Inception's 5x5 48 -> 64 on an H200), and a 32 x 32 one
+        into 2 where the best of those timed was 4 (docs/performance.md)."""
         tm, tn, tk = tile_extent(tile)
         work_groups = -(-shape.M // tm) * -(-shape.N // tn) * shape.gemms
         fit = limits.of(device)

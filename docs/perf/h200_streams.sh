@@ -5,11 +5,14 @@
 #   bash docs/perf/h200_streams.sh OUT [SET...]
 # SET: gpu vgg11 small unseen holdout validation kernels wrows (the heuristic; BENCH_EXTRA=--check adds bench's
 # float64 check), unseen_tuned (`clconv tune` of the unseen layers, then bench in the same cache),
-# tune_gpu tune_vgg11 tune_small tune_unseen tune_holdout tune_validation tune_kernels tune_wrows (each
+# tune_gpu tune_vgg11 tune_small tune_unseen tune_holdout tune_validation tune_kernels tune_wrows tune_rows5 tune_wgrad (each
 # set's every candidate timed: the data of docs/perf/heuristic_check.py), launch
 # (docs/perf/launch_paths.py), first_call; default: gpu vgg11 small unseen unseen_tuned launch first_call.
 # kernels: h200-winograd-kernels-layers.txt; wrows: the 5x5 and dilated 3x3 layers of the unseen,
-# holdout and validation lists (Winograd serves them since 2026-12-02), to re-tune those rows alone
+# holdout and validation lists (Winograd serves them since 2026-12-02), to re-tune those rows alone;
+# tune_rows5: the 5x5 rows of those lists (h200-5x5-rows.txt); tune_wgrad: the weight gradients of
+# every list's layers that Winograd serves (h200-wgrad-retune-layers.txt; 52 layers, over 150 s), to
+# re-tune those rows after a change to Winograd's weight gradient (merge each row by its "key")
 set -u
 out=${1:?OUT}; shift
 sets=${*:-gpu vgg11 small unseen unseen_tuned launch first_call}
@@ -39,9 +42,11 @@ for set in $sets; do
                 case $what in gpu) spec="gpu" ;; vgg11) spec="shapes_vgg_11 --batch 8" ;; small) spec="$SMALL" ;;
                               unseen) spec="docs/perf/h200-unseen-layers.txt" ;; holdout) spec="docs/perf/h200-holdout-layers.txt" ;;
                               validation) spec="docs/perf/h200-validation-layers.txt" ;;
-                              kernels) spec="docs/perf/h200-winograd-kernels-layers.txt" ;; wrows) spec="$WROWS" ;; esac
+                              kernels) spec="docs/perf/h200-winograd-kernels-layers.txt" ;; wrows) spec="$WROWS" ;;
+                              rows5) spec="docs/perf/h200-5x5-rows.txt" ;;
+                              wgrad) spec="docs/perf/h200-wgrad-retune-layers.txt --passes backward_weight" ;; esac
                 # shellcheck disable=SC2086
-                CLCONV_CACHE_DIR=$cache timeout 300 python3 -m clconv tune $spec --quiet --json "$out/$set.json" >> "$log" 2>&1
+                CLCONV_CACHE_DIR=$cache timeout 540 python3 -m clconv tune $spec --quiet --json "$out/$set.json" >> "$log" 2>&1
                 echo "== $set: exit $? after $((SECONDS - start)) s" | tee -a "$log"; continue ;;
         launch) PYTHONPATH=.${PYTHONPATH:+:$PYTHONPATH} timeout 240 python3 docs/perf/launch_paths.py > "$out/launch_paths.txt" 2>&1
                 tail -12 "$out/launch_paths.txt"; continue ;;

@@ -313,8 +313,7 @@ def build_kernels(queue: cl.CommandQueue, sources: Sequence[RenderedSource], lab
     # kernel's work-group function at its first launch, not here, and Oclgrind's simulator (which
     # reports every device type, GPU and CPU among them) crashed (SIGSEGV) building a plan's two
     # programs on two threads.
-    device_type = queue.device.type
-    if len(sources) > 1 and is_gpu(queue.device) and not device_type & cl.device_type.CPU:
+    if len(sources) > 1 and is_gpu(queue.device) and not queue.device.type & cl.device_type.CPU:
         with ThreadPoolExecutor(max_workers=len(sources)) as pool:
             return list(pool.map(kernels, sources))
     return [kernels(source) for source in sources]

@@ -87,7 +87,7 @@ def heuristic_order(problem: Problem, device: cl.Device) -> list[str]:
         return _cpu_heuristic_order(problem, device)
     order = []
     if _winograd_pays(problem, device):
-        # 2.25-4x fewer multiplies (2.8x for 5x5): tuning picks it for 3x3 and 5x5 stride-1
+        # 2.25-4x fewer multiplies (2.8-4.6x for 5x5): tuning picks it for 3x3 and 5x5 stride-1
         # layers, dilated or not, from 32 channels (_winograd_pays), also where few tiles leave the
         # device part idle (7x7 at batch 8: 3x faster than implicit_gemm).  Its weight gradient ran
         # 1.2-2.5x faster than split-K's on batches of 8-64, and F(4x4, 3x3) 1.1-1.6x faster again

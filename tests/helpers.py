@@ -7,7 +7,6 @@ The case type and the shared case tables are in ``cases.py``.
 from __future__ import annotations
 
 import math
-import types
 
 import numpy as np
 import pyopencl as cl
@@ -15,6 +14,7 @@ import pyopencl.array as cl_array
 
 from clconv import limits
 from clconv.reference import tolerance
+from clconv.tools.devices import Described, StandIn
 
 
 _BAD_BINARY_CHILD = """
@@ -46,22 +46,12 @@ def skip_unless_bad_binaries_are_refused(queue) -> None:
                     "bug): the checksum is what keeps a bad entry from reaching it")
 
 
-class FakeDevice(types.SimpleNamespace):
-    """A device described by hand (its ``type``, memory sizes, ...) for checks that run nothing;
-    hashable, as the caches keyed on devices need."""
-
-    __hash__ = object.__hash__
-
-
 def fake_device(gpu: bool, compute_units: int, work_group: int = 1024, local_mem: int = 48 << 10,
-                global_mem: int = 16 << 30, **info) -> FakeDevice:
-    """A :class:`FakeDevice` whose limits (clconv.limits) are registered, so no probe runs for it."""
-    device = FakeDevice(type=cl.device_type.GPU if gpu else cl.device_type.CPU, max_compute_units=compute_units,
-                        max_work_group_size=work_group, local_mem_size=local_mem, global_mem_size=global_mem,
-                        max_mem_alloc_size=global_mem // 4, **info)
-    limits.register(device, limits.Limits(work_group=work_group, work_item_sizes=(work_group,) * 3,
-                                          local_mem=local_mem, compute_units=compute_units, gpu=gpu))
-    return device
+                global_mem: int = 16 << 30) -> StandIn:
+    """A device described by hand for checks that run nothing (clconv.tools.devices), its limits
+    registered with clconv.limits, so no probe runs for it."""
+    return Described(name="a fake device", gpu=gpu, compute_units=compute_units, work_group=work_group,
+                     work_item_sizes=(work_group,) * 3, local_mem=local_mem, global_mem=global_mem).stand_in()
 
 
 def random(rng: np.random.Generator, shape, dtype=np.float32) -> np.ndarray:

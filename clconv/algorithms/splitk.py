@@ -30,6 +30,28 @@ class SplitK(Algorithm):
     FILL = 4  # work-groups per compute unit a cut aims at on a CPU: enough to fill it, with slack
     FILL_ITEMS = 512  # work-items per compute unit a cut aims at on a GPU (splits_for)
 
+    @classmethod
+    def fill_miss(cls, fit: limits.Limits, tile: dict, work_groups: int, splits: int) -> float:
+        """How far ``splits`` pieces of ``work_groups`` work-groups each land from filling the device:
+        on a GPU the log-ratio of the launch's work-items to FILL_ITEMS per compute unit (what a
+        compute unit holds is work-items: their registers); on a CPU the distance in work-groups
+        from FILL per compute unit (a work-group is what one core runs)."""
+        if fit.gpu and not is_cpu_config(tile):
+            return abs(math.log(work_groups * splits / (cls.FILL_ITEMS * fit.compute_units / work_items(tile))))
+        return abs(work_groups * splits - cls.FILL * fit.compute_units)
+
+    @staticmethod
+    def tile_rank(m: int, n: int, tile: dict, taps: bool = False, pieces: bool = True) -> tuple:
+        """The order of GPU tiles where pieces supply the parallelism: least edge waste, the larger
+        register block (more FMAs per local load), the larger tile where loads decode taps (``taps``:
+        it reuses each decoded load over more rows), then, where the contraction is cut
+        (``pieces``), the smaller work-group (small groups fill the device evenly).  CPU tiles last."""
+        if is_cpu_config(tile):
+            return (float("inf"), 0, 0, 0)
+        waste = edge_waste(m, n, tile["TM"], tile["TN"])
+        area = -tile["TM"] * tile["TN"] if taps else 0
+        return (round(waste, 9), -tile["WM"] * tile["WN"], area, work_items(tile) if pieces else 0)
+
     @staticmethod
     def piece_length(contraction: int, splits: int, tk: int) -> int:
         """The contraction of each piece: whole TK steps, the last piece what is left."""
@@ -70,19 +92,13 @@ class SplitK(Algorithm):
         fit = limits.of(device)
         limit = settings.workspace_limit(device)
         gpu = fit.gpu and not is_cpu_config(tile)
-        if gpu:
-            target = self.FILL_ITEMS * fit.compute_units / work_items(tile)
-        else:
-            target = self.FILL * fit.compute_units
         out: list[tuple[Any, Any, int]] = []
         for s in self.cuts(K, tk):
             if s * g.groups * shape.M * shape.N * problem.itemsize > limit:
                 continue
             uneven = self.piece_length(K, s, tk) * s != K
-            if gpu:
-                out.append((abs(math.log(tiles * s / target)), uneven, s))
-            else:
-                out.append((uneven, abs(tiles * s - target), s))
+            miss = self.fill_miss(fit, tile, tiles, s)
+            out.append((miss, uneven, s) if gpu else (uneven, miss, s))
         return [s for *_, s in sorted(out)]
 
     def decline_reason(self, problem, device):
@@ -111,14 +127,7 @@ class SplitK(Algorithm):
             # and the work-group, the larger tile (128x64 and 128x128 ran 10-46% faster than 64x64 at
             # the same pieces on six such layers of the H200 tuning runs, docs/perf/heuristic_check.py).
             taps = problem.geometry.kernel_volume > 1
-
-            def rank(tile):
-                if is_cpu_config(tile):
-                    return (float("inf"), 0, 0, 0)
-                waste = edge_waste(shape.M, shape.N, tile["TM"], tile["TN"])
-                area = -tile["TM"] * tile["TN"] if taps else 0
-                return (round(waste, 9), -tile["WM"] * tile["WN"], area, work_items(tile))
-            tiles.sort(key=rank)
+            tiles.sort(key=lambda tile: self.tile_rank(shape.M, shape.N, tile, taps=taps))
         out = []
         for tile in tiles[:4]:
             splits = self.splits_for(problem, device, tile)

@@ -42,12 +42,10 @@ workspace limit.
 
 from __future__ import annotations
 
-import math
-
 from .. import limits, settings
 from ..plan import CHANNELS_FIRST, LAYOUTS, Arg, Plan, Problem, rounded
 from .base import Algorithm, call, epilogue_args, source
-from .gemm import GemmShape, edge_waste, gemm_calls, gemm_tiles, is_cpu_config, tile_config, tile_extent, work_items
+from .gemm import GemmShape, gemm_calls, gemm_tiles, tile_config, tile_extent
 from .splitk import SplitK
 
 # The transform matrices (B^T, G, A^T) of F(MxM, RxR) by (M, R), from the interpolation points 0, 1,
@@ -210,7 +208,7 @@ class Winograd(Algorithm):
         the GPU heuristic runs it at all: its contraction).  With fewer, the smaller tiles' 2.25-4x
         more tiles fill the device better (measured on an H200, docs/performance.md); F(2x2, 3x3)'s
         constants are halves, so small-integer data also give exact results there."""
-        small, large = min(SIDES[kernel_side(problem)]), max(SIDES[kernel_side(problem)])
+        small, large = SIDES[kernel_side(problem)]
         if problem.pass_ == "backward_weight":
             return (large, small) if self.tiles(problem, small) >= MIN_TILES else (small, large)
         return (large, small) if self.tiles(problem, large) >= F4_MIN_TILES else (small, large)
@@ -247,12 +245,7 @@ class Winograd(Algorithm):
             # and block alike (split-K's rank): the 128 x 128 GEMMs of a 5x5 128-channel layer ran in
             # 0.75x the time on 64 x 64 tiles (5 pieces) as on 64 x 128 (an H200, docs/performance.md).
             # Unsplit, the tiles alone fill it, and the order stays (64 x 128 won there).
-            def rank(config):
-                if is_cpu_config(config):
-                    return (float("inf"), 0, 0)
-                return (round(edge_waste(shape.M, shape.N, config["TM"], config["TN"]), 9),
-                        -config["WM"] * config["WN"], work_items(config) if config["splits"] > 1 else 0)
-            out.sort(key=rank)
+            out.sort(key=lambda config: SplitK.tile_rank(shape.M, shape.N, config, pieces=config["splits"] > 1))
         return out
 
     def _splits(self, problem: Problem, conv: dict, shape: GemmShape, tile: dict, device) -> int:
@@ -268,11 +261,7 @@ class Winograd(Algorithm):
         limit = settings.workspace_limit(device)
         fitting = [s for s in (1, *SplitK.cuts(shape.K, tk))
                    if sum(self._workspaces(problem, conv, s).values()) <= limit]
-        if fit.gpu and not is_cpu_config(tile):
-            target = SplitK.FILL_ITEMS * fit.compute_units / work_items(tile)
-            return min(fitting, key=lambda s: abs(math.log(work_groups * s / target)), default=0)
-        target = SplitK.FILL * fit.compute_units
-        return min(fitting, key=lambda s: abs(work_groups * s - target), default=0)
+        return min(fitting, key=lambda s: SplitK.fill_miss(fit, tile, work_groups, s), default=0)
 
     def plan(self, problem, config, device):
         g = problem.geometry

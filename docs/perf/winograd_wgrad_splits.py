@@ -11,7 +11,7 @@ import json
 import os
 import sys
 
-import torch
+from winograd_split import cudnn_ms  # docs/perf/, beside this script (it sets TF32 off, cudnn.benchmark)
 
 import clconv
 from clconv import limits, planner, runtime
@@ -20,21 +20,8 @@ from clconv.algorithms.gemm import gemm_tiles
 from clconv.algorithms.splitk import SplitK
 from clconv.plan import CHANNELS_FIRST, Problem
 from clconv.tools import shapes
-from clconv.tools.timing import time_torch
-
-torch.backends.cudnn.allow_tf32 = False
-torch.backends.cuda.matmul.allow_tf32 = False
-torch.backends.cudnn.benchmark = True
 
 SPLITS = (1, 4, 8, 15, 24, 36, 48, 72)
-
-
-def cudnn_ms(g):
-    x = torch.randn(g.batch, g.in_channels, *g.in_size[1:], device="cuda")
-    w = torch.randn(g.out_channels, g.in_channels // g.groups, *g.kernel[1:], device="cuda")
-    conv = dict(stride=g.stride[1:], padding=g.pad_begin[1:], dilation=g.dilation[1:], groups=g.groups)
-    dy = torch.randn_like(torch.nn.functional.conv2d(x, w, **conv))
-    return time_torch(torch, lambda: torch.nn.grad.conv2d_weight(x, w.shape, dy, **conv), 10, gpu=True)
 
 
 def main():
@@ -47,7 +34,7 @@ def main():
     for layer in shapes.resolve_layers(spec, None):
         problem = Problem(layer.geometry, "backward_weight", "float32")
         sides = [int(sys.argv[2])] if len(sys.argv) > 2 else wino.sides(problem)[:1]
-        ref = cudnn_ms(layer.geometry)
+        ref = cudnn_ms(layer.geometry, "backward_weight")
         first = planner.candidates(problem, q.device)[0]
         print(f"{layer.label[:40]:40s} cudnn {ref:.4f}  planner {planner.label(*first)}", flush=True)
         res = []

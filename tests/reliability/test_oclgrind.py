@@ -72,6 +72,7 @@ def child(which: str, every_config: bool) -> int:
 
     import clconv
     from clconv.algorithms import REGISTRY
+    from clconv.algorithms.winograd import SIDES
     from clconv.planner import prepare
     from clconv.tensors import to_operand
     from cases import every_pass_algorithm, geometry, param_id
@@ -181,7 +182,7 @@ def child(which: str, every_config: bool) -> int:
     # padding of dilation * 4 - pad
     for pass_ in PASSES:
         problem = Problem(geometry("n1g1c3o4i9x8k5x5s1x1p4x2d2x1"), pass_, "float32")
-        for m in (2, 3):
+        for m in SIDES[5]:
             run_prepared(queue, rng, problem, winograd, next(c for c in winograd.configs(problem, queue.device)
                                                              if c["m"] == m))
             note(f"winograd 5x5 m={m} dilated {pass_}")

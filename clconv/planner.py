@@ -20,6 +20,7 @@ import pyopencl as cl
 
 from . import limits, settings, templates, tuning
 from .algorithms import REGISTRY, Algorithm, algorithms
+from .algorithms.gemm import is_dot_config
 from .algorithms.reduce import bias_gradient_plan
 from .algorithms.winograd import Winograd
 from .builder import BuildError, build_kernels
@@ -225,9 +226,11 @@ def _cpu_heuristic_order(problem: Problem, device: cl.Device) -> list[str]:
         # vectors along the rows, no bounds checks inside: 17-33x `direct` and `depthwise` on PoCL
         # (MobileNetV2 3x3 144ch 28x28, docs/performance.md)
         order.append("depthwise_rows")
-    if g.is_pointwise and all(s == 1 for s in g.stride) and problem.pass_ != "backward_weight":
-        # the 1x1 weight gradient's B (the input, transposed) has no row form: im2col's transposed
-        # column buffer ran it 3-4x faster
+    if g.is_pointwise and all(s == 1 for s in g.stride) and (
+            problem.pass_ != "backward_weight" or is_dot_config(REGISTRY["gemm1x1"].configs(problem, device)[0])):
+        # the 1x1 weight gradient reads the input's rows in place as dot products where its
+        # contraction is long (gemm.DOT_MIN_STEPS: 0.48-0.73x im2col's time); otherwise its B (the
+        # input, transposed) has no row form, and im2col's transposed column buffer ran it 3-4x faster
         order.append("gemm1x1")
     if g.reduction_length < 8 or g.flops <= CPU_TINY_FLOPS:
         order.append("direct")

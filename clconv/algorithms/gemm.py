@@ -104,6 +104,108 @@ def cpu_vector_tiles(m: int, fit: limits.Limits, itemsize: int) -> list[tuple[in
     return sorted(fitting or tiles, key=lambda t: cpu_tile_cost(m, t, lanes))
 
 
+# CPU tiles of the weight gradient as dot products (templates/gemm_cpu_dot.mako): (WM, WN, LX):
+# each work-item computes WM x WN elements of dw as vectors of the native lanes along the pixels;
+# at most LX work-items per work-group, along M.  Measured on PoCL (a 2-core AMD EPYC with AVX-512,
+# 1x1 256->64 at 28x28, batch 4, GEMM alone): 4 x 6 189-192 GFLOP/s, 6 x 4 187, 4 x 4 174, 2 x 8 156.
+CPU_DOT_TILES = [
+    (4, 6, 8),   # 24 accumulators, 4 rows of A and a row of B: 29 of AVX-512's 32 registers
+    (6, 4, 8),
+    (4, 4, 8),
+    (3, 4, 8),   # AVX2: 12 accumulators + 3 + 1 of 16 registers
+    (2, 4, 8),
+]
+DOT_KEYS = ("LOCAL", "DOT", "WM", "WN", "LX")
+
+
+def dot_config(wm: int, wn: int, lx: int) -> dict:
+    return {"LOCAL": 0, "DOT": 1, "WM": wm, "WN": wn, "LX": lx}
+
+
+def is_dot_config(tile: Mapping[str, Any]) -> bool:
+    return bool(tile.get("DOT", 0))
+
+
+def cpu_dot_configs(m: int, n: int, fit: limits.Limits) -> list[dict]:
+    """The dot-product weight gradient's tiles for an M x N dw (per group), best first: those whose
+    inner loop fits the vector registers (WM * WN accumulators, WM rows of A, a row of B), by the
+    work per useful output: the edge waste times one FMA plus the loads each FMA shares,
+    (WM + WN) / (WM * WN) (both operands stream from the caches)."""
+    tiles = [t for t in CPU_DOT_TILES if fit.fits((t[2],))]
+    fitting = [t for t in tiles if t[0] * t[1] + t[0] + 1 <= vector_registers(fit)] or tiles
+
+    def cost(tile) -> float:
+        wm, wn = tile[:2]
+        return edge_waste(m, n, wm, wn) * (1 + (wm + wn) / (wm * wn))
+
+    return [dot_config(*t) for t in sorted(fitting, key=cost)]
+
+
+def dot_work_groups(m: int, n: int, tile: Mapping[str, Any], groups: int) -> int:
+    """Work-groups of one launch of the dot-product weight gradient (before any cut of its contraction)."""
+    blocks = -(-m // tile["WM"])
+    return -(-blocks // min(tile["LX"], blocks)) * -(-n // tile["WN"]) * groups
+
+
+# Where the dot products come first: each work-item's contraction (one launch's pixels) at least
+# DOT_MIN_STEPS vector steps long, and images of at least DOT_MIN_IMAGE_STEPS vectors of pixels.
+# A work-item's fixed costs (adding up WM x WN accumulators' lanes and storing them: ~12 steps'
+# worth) and each image's (its row pointers and its last, partly masked vector: ~2 more) are paid
+# back over the contraction.  Measured on PoCL (2-core AMD EPYC, AVX-512: 16 float lanes, so 2048
+# and 256 pixels), each against the transposed-B GEMM: 0.49-0.73x its time on 1x1 stride-1 layers
+# of 28x28 and 56x56 at batch 2-4 (K 3136-6272), a 1D 2048-wide layer, Inception's 149x149 3x3
+# (0.57-0.60), a 3D 8x28x28 layer and the ResNet stem (0.76-0.92), 56x56x64 3x3 at batch 1 (0.93-0.95);
+# 1.1-4.7x where launches were shorter (3x3 28x28x64 in one-image chunks of 784 pixels, 14x14 and
+# 7x7 layers, 1x1 layers at 28x28 batch 1 and below, the DCGAN layer).  docs/performance.md.
+DOT_MIN_STEPS = 128
+DOT_MIN_IMAGE_STEPS = 16
+
+
+def with_dot_configs(problem: Problem, fit: limits.Limits, configs: list[dict], shape: "GemmShape") -> list[dict]:
+    """``configs`` of a weight gradient with the dot-product tiles added where they run (a CPU with
+    vector lanes, channels-first activations): first where one launch's contraction (``shape``'s K)
+    is long enough to pay for a work-item's fixed costs (DOT_MIN_STEPS), else after the
+    transposed-B GEMM's first ones (candidates for tuning)."""
+    lanes = fit.lanes(problem.itemsize)
+    if problem.pass_ != "backward_weight" or fit.gpu or lanes < 4 or problem.layout != CHANNELS_FIRST:
+        return configs
+    dot = cpu_dot_configs(shape.M, shape.N, fit)[:2]
+    if shape.K >= DOT_MIN_STEPS * lanes and problem.geometry.out_pixels >= DOT_MIN_IMAGE_STEPS * lanes:
+        return dot + configs[:3]
+    return configs[:3] + dot
+
+
+@dataclass
+class DotGemm:
+    """The dot-product weight gradient's GEMM of a plan (clc_gemm_dot), called once per batch chunk."""
+
+    source: KernelSource
+    global_size: tuple[int, ...]
+    local_size: tuple[int, ...]
+
+    def call(self, b: str, c: str, chunk: int = 0) -> KernelCall:
+        return call(self.source, "clc_gemm_dot", self.global_size, self.local_size,
+                    Arg("dy"), Arg(b), Arg(c), np.int32(chunk))
+
+
+def dot_gemm(problem: Problem, shape: GemmShape, tile: Mapping[str, Any], index: str, b_rows: str,
+             fit: limits.Limits) -> DotGemm:
+    """The weight gradient ``shape`` (weight_shape's: M output channels, N input channels x taps,
+    K one launch's pixels) as dot products; B the column buffer (``b_rows`` "columns") or the
+    input of a 1x1 stride-1 layer ("input")."""
+    if problem.layout != CHANNELS_FIRST:  # rows of pixels: channels-first activations only
+        raise ValueError(f"the CPU dot-product configuration {dict(tile)} reads channels_first activations only")
+    blocks = -(-shape.M // tile["WM"])
+    lm = min(tile["LX"], blocks)
+    src = source(
+        "gemm_cpu_dot.mako", problem, index, writes_result=False, GEMMS=shape.count(problem.geometry),
+        M=shape.M, N=shape.N, K=shape.K, KSPLIT=shape.ksplit or shape.K, WM=tile["WM"], WN=tile["WN"],
+        VK=min(16, max(4, pow2_at_most(fit.lanes(problem.itemsize)))), LM=lm, b_rows=b_rows, c=shape.c,
+    )
+    global_size = (rounded(blocks, lm), -(-shape.N // tile["WN"]), shape.count(problem.geometry) * shape.splits)
+    return DotGemm(src, global_size, (lm, 1, 1))
+
+
 CPU_DEFAULTS = {"NB": 1, "KC": 128}  # one block of columns per work-item: the contraction is not cut
 
 
@@ -446,6 +548,8 @@ def gemm_calls(problem: Problem, shape: GemmShape, tile: dict, index: str, a: st
 
 def tile_config(config: Mapping[str, Any]) -> dict:
     """The GEMM template's tile parameters from a config (VW, PIPE default as TILE_DEFAULTS)."""
+    if is_dot_config(config):
+        return {k: config[k] for k in DOT_KEYS}
     if is_cpu_config(config):
         return {k: config.get(k, CPU_DEFAULTS.get(k)) for k in CPU_KEYS}
     return {k: config.get(k, TILE_DEFAULTS.get(k)) for k in TILE_KEYS}

@@ -15,8 +15,8 @@ from .base import Algorithm, call, epilogue_args, source
 from .reduce import splitk_sum
 from .splitk import SplitK
 from .gemm import (
-    GemmShape, cpu_work_groups, forward_shape, gemm, gemm_tiles, is_cpu_config, largest_chunk, tile_config,
-    weight_contraction, weight_shape,
+    GemmShape, cpu_work_groups, dot_gemm, dot_work_groups, forward_shape, gemm, gemm_tiles, is_cpu_config,
+    is_dot_config, largest_chunk, tile_config, weight_contraction, weight_shape, with_dot_configs,
 )
 
 
@@ -78,12 +78,21 @@ class Im2col(Algorithm):
 
     def configs(self, problem, device):
         shape = self._shape(problem, self.chunk_batch(problem, device) or 1)
-        return gemm_tiles(shape.M, shape.N, limits.of(device), problem.itemsize, groups=problem.geometry.groups,
-                          layout=problem.layout, k=weight_contraction(shape))
+        fit = limits.of(device)
+        tiles = gemm_tiles(shape.M, shape.N, fit, problem.itemsize, groups=problem.geometry.groups,
+                           layout=problem.layout, k=weight_contraction(shape))
+        # the dot products' contraction per launch: a chunk of the CPU's cache-sized column buffers
+        cpu_chunk = self.chunk_batch(problem, device, {"LOCAL": 0}) or 1
+        return with_dot_configs(problem, fit, tiles, replace(shape, K=cpu_chunk * problem.geometry.out_pixels))
 
     def plan(self, problem, config, device):
         g = problem.geometry
         nb = self.chunk_batch(problem, device, config)
+        if is_dot_config(config):  # the forward's column buffer, then dot products
+            index = problem.index_type(nb * self._column_bytes_per_image(problem) // problem.itemsize)
+            unfold = self._unfold(problem, index, nb, cpu=True, transposed=False)
+            return dot_weight_plan(problem, config, device, self.name, nb, unfold,
+                                   nb * self._column_bytes_per_image(problem), fill=self.CPU_FILL)
         col_bytes = nb * self._column_bytes_per_image(problem)
         index = problem.index_type(col_bytes // problem.itemsize)
         shape = self._shape(problem, nb)
@@ -174,3 +183,37 @@ class Im2col(Algorithm):
             entry, size = "clc_col2im", (rounded(g.in_pixels, 64), nb * g.in_channels)
         return lambda chunk: call(src, entry, size, None, Arg("col", with_offset=False), *epilogue_args(problem, "dx"),
                                   Arg("dx"), np.int32(chunk))
+
+
+def dot_weight_plan(problem: Problem, config: dict, device, algorithm: str, nb: int, unfold=None,
+                    col_bytes: int = 0, fill: int = Im2col.CPU_FILL) -> Plan:
+    """The weight gradient on a CPU as dot products (gemm_cpu_dot.mako) over batch chunks of ``nb``
+    images: B is each chunk's column buffer where ``unfold`` fills one (workspace ``col`` of
+    ``col_bytes``), else the input itself (a 1x1 stride-1 layer).  Where dw's blocks leave the
+    cores short of work-groups (``fill`` per core), the contraction is cut into pieces as
+    Im2col._cpu_pieces cuts it."""
+    g = problem.geometry
+    fit = limits.of(device)
+    tile = tile_config(config)
+    shape = weight_shape(g, "b_columns", chunk_batch=nb, accumulate=nb < g.batch)
+    wanted = -(-fill * fit.compute_units // dot_work_groups(shape.M, shape.N, tile, g.groups))
+    room = settings.workspace_limit(device) // (g.weight_elements * problem.itemsize)
+    pieces = max(1, min(wanted, shape.K // SplitK.MIN_PIECE, room))
+    if pieces > 1:  # each piece's partial sums in the workspace
+        shape = weight_shape(g, "b_columns", ksplit=-(-shape.K // pieces), chunk_batch=nb, accumulate=nb < g.batch)
+        pieces = shape.splits
+    in_workspace = pieces > 1 or Im2col._sums_in_workspace(problem, nb)
+    if in_workspace:
+        shape = replace(shape, c={**shape.c, "stored": False})
+    index = problem.index_type(max(col_bytes // problem.itemsize, pieces * g.weight_elements))
+    core = dot_gemm(problem, shape, tile, index, "columns" if unfold else "input", fit)
+    calls = []
+    for chunk in range(0, g.batch, nb):
+        if unfold:
+            calls.append(unfold(chunk))
+        calls.append(core.call("col" if unfold else "x", "partial" if in_workspace else "dw", chunk))
+    workspaces = {"col": col_bytes} if unfold else {}
+    if in_workspace:  # the pieces' (or chunks') sums added up in a fixed order, rounded to the storage once
+        calls.append(splitk_sum(problem, index, pieces, g.weight_elements))
+        workspaces["partial"] = pieces * g.weight_elements * problem.itemsize
+    return Plan(problem, algorithm, config, tuple(calls), workspaces)

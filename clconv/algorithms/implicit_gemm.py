@@ -9,9 +9,10 @@ from ..passes import PASSES
 from ..plan import CHANNELS_FIRST, LAYOUTS, Plan, Problem
 from .base import Algorithm
 from .gemm import (
-    GemmShape, backward_data_shape, forward_shape, gemm_calls, gemm_tiles, strided_pointwise_data_shape, tile_config,
-    vector_first, weight_contraction, weight_shape,
+    GemmShape, backward_data_shape, forward_shape, gemm_calls, gemm_tiles, is_dot_config, strided_pointwise_data_shape,
+    tile_config, vector_first, weight_contraction, weight_shape, with_dot_configs,
 )
+from .im2col import dot_weight_plan
 
 # The GEMM's operands by pass: (A, B, C, bias)
 GEMM_ROLES = {"forward": ("w", "x", "y", "bias"), "backward_data": ("w", "dy", "dx", "bias"),
@@ -52,6 +53,19 @@ class Gemm1x1(ImplicitGemm):
         if reason is None and not problem.geometry.is_pointwise:
             reason = "it serves only 1x1 kernels without padding"
         return reason
+
+    def configs(self, problem, device):
+        configs = super().configs(problem, device)
+        if any(s > 1 for s in problem.geometry.stride):  # the dot products read the input's rows of pixels
+            return configs
+        return with_dot_configs(problem, limits.of(device), configs, self._shape(problem))
+
+    def plan(self, problem, config, device):
+        if is_dot_config(config):  # dw = dy x^T as dot products over the input's rows: no buffer at all
+            if problem.pass_ != "backward_weight" or any(s > 1 for s in problem.geometry.stride):
+                raise ValueError(f"the dot-product configuration {dict(config)} serves stride-1 weight gradients only")
+            return dot_weight_plan(problem, config, device, self.name, problem.geometry.batch)
+        return super().plan(problem, config, device)
 
     def _shape(self, problem):
         g = problem.geometry

@@ -21,7 +21,7 @@ import pytest
 import clconv
 from clconv import caches, limits
 from clconv.algorithms import REGISTRY
-from clconv.algorithms.gemm import TILE_KEYS, cpu_config
+from clconv.algorithms.gemm import TILE_KEYS, cpu_config, dot_config
 from clconv.passes import PASSES
 from clconv.plan import Problem
 
@@ -202,6 +202,72 @@ def test_cpu_gemm_float64(queue, rng):
 @pytest.mark.parametrize("algorithm", ["gemm1x1", "im2col", "implicit_gemm"])
 def test_images_smaller_than_a_vector(queue, rng, algorithm, pass_):
     _run(queue, rng, TINY_IMAGES, pass_, algorithm, CPU["wm8-vn16"])
+
+
+# -- the CPU weight gradient as dot products (kernels/gemm_cpu_dot.mako) ---------------------------------
+
+DOT = {"wm4-wn6": dot_config(4, 6, 8), "wm3-wn4": dot_config(3, 4, 2)}
+
+
+@pytest.mark.parametrize("config", list(DOT))
+@pytest.mark.parametrize("tag", [ODD_3X3, GROUPED, DECONV, LONG_CONTRACTION],
+                         ids=["3x3-odd", "grouped-strided-dilated", "deconv", "long"])
+def test_cpu_dot_weight_gradient_im2col(queue, rng, tag, config):
+    # the forward's column buffer as B: M = 7, 12/2 and 4 leave partial row blocks (rows past M
+    # read row M-1, never stored); 81-, 25- and 256-pixel images end in a masked vector (16 lanes)
+    _run(queue, rng, tag, "backward_weight", "im2col", DOT[config])
+
+
+@pytest.mark.parametrize("config", list(DOT))
+@pytest.mark.parametrize("tag", [ODD_1X1, TINY_IMAGES, EXACT_1X1], ids=["odd", "tiny-images", "exact"])
+def test_cpu_dot_weight_gradient_1x1(queue, rng, tag, config):
+    # the input's rows in place: 25-pixel images (a masked last vector), 2x2 images (smaller than
+    # a vector: pixel by pixel), 64-pixel images (whole vectors only)
+    _run(queue, rng, tag, "backward_weight", "gemm1x1", DOT[config])
+
+
+def test_cpu_dot_weight_gradient_refuses_a_strided_1x1(queue):
+    with pytest.raises(ValueError, match="stride-1"):
+        REGISTRY["gemm1x1"].plan(Problem(geometry(STRIDED_1X1), "backward_weight", "float32"), DOT["wm4-wn6"],
+                                 queue.device)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float16", "bfloat16"])
+def test_cpu_dot_weight_gradient_storage(queue, rng, dtype):
+    if dtype == "float64" and not queue.device.double_fp_config:
+        pytest.skip("no fp64 on this device")
+    _run(queue, rng, ODD_1X1, "backward_weight", "gemm1x1", DOT["wm3-wn4"], dtype=dtype)
+    _run(queue, rng, ODD_3X3, "backward_weight", "im2col", DOT["wm4-wn6"], dtype=dtype)
+
+
+@pytest.mark.parametrize("chunked", [False, True], ids=["whole-batch", "per-image"])
+def test_cpu_dot_weight_gradient_in_pieces_and_chunks(queue, rng, monkeypatch, chunked):
+    # pieces of the contraction (a piece boundary inside an image: runs that start and end
+    # mid-row), summed at the end; per image, each chunk adds onto the earlier chunks' sums
+    problem = Problem(geometry(FEW_CHANNELS), "backward_weight", "float32")
+    if chunked:
+        monkeypatch.setenv("CLCONV_WORKSPACE_LIMIT", str(27 * 1024 * 4))
+    monkeypatch.setattr(REGISTRY["im2col"], "CPU_FILL", 8 * 64)
+    plan = REGISTRY["im2col"].plan(problem, DOT["wm3-wn4"], queue.device)
+    entries = [c.entry for c in plan.calls]
+    assert entries.count("clc_gemm_dot") == (2 if chunked else 1) and entries[-1] == "clc_splitk_sum"
+    assert "clc_im2col_rows" in entries and "clc_pack_a" not in entries
+    run_prepared(queue, rng, problem, REGISTRY["im2col"], DOT["wm3-wn4"])
+    for storage in ("float16",):  # chunks summed in a clc_real workspace, rounded once
+        run_prepared(queue, rng, Problem(geometry(FEW_CHANNELS), "backward_weight", storage), REGISTRY["im2col"],
+                     DOT["wm4-wn6"])
+
+
+def test_cpu_dot_weight_gradient_pieces_start_mid_image(queue, rng, monkeypatch):
+    # 3 pieces of 81-pixel images x 3: cuts at pixel 81 * 3 / 3 = 81 land on image boundaries, so
+    # force 4 pieces of 64 (SplitK.MIN_PIECE lowered): runs begin and end inside images
+    from clconv.algorithms.splitk import SplitK
+    monkeypatch.setattr(SplitK, "MIN_PIECE", 60)
+    monkeypatch.setattr(REGISTRY["im2col"], "CPU_FILL", 8 * 64)
+    problem = Problem(geometry("n3g1c5o8i9x9k3x3s1x1p1x1d1x1"), "backward_weight", "float32")
+    plan = REGISTRY["im2col"].plan(problem, DOT["wm4-wn6"], queue.device)
+    assert plan.workspaces["partial"] // (problem.geometry.weight_elements * 4) == 4
+    run_prepared(queue, rng, problem, REGISTRY["im2col"], DOT["wm4-wn6"])
 
 
 # -- im2col's batch chunks and split-K, through the public ops -------------------------------------------

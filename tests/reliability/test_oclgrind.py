@@ -187,6 +187,17 @@ def child(which: str, every_config: bool) -> int:
                                                              if c["m"] == m))
             note(f"winograd 5x5 m={m} dilated {pass_}")
             runs += 1
+    # the CPU weight gradient as dot products (a CPU's first guess for long contractions, which
+    # Oclgrind's device is not offered): partial row blocks, masked last vectors, images smaller
+    # than a vector, and pieces of the contraction (SplitK.MIN_PIECE lowered above) starting mid-image
+    from clconv.algorithms.gemm import dot_config
+
+    for tag, algorithm in (("n2g1c5o7i9x9k3x3s1x1p1x1d1x1", "im2col"), ("n3g1c6o10i5x5k1x1s1x1p0x0d1x1", "gemm1x1"),
+                           ("n8g1c5o7i2x2k1x1s1x1p0x0d1x1", "gemm1x1")):
+        run_prepared(queue, rng, Problem(geometry(tag), "backward_weight", "float32"), REGISTRY[algorithm],
+                     dot_config(4, 6, 8))
+        note(f"{algorithm} dot products {tag}")
+        runs += 1
     print(f"clconv-oclgrind: {runs} runs checked", flush=True)
     return runs
 

@@ -210,3 +210,43 @@ def test_splitk_takes_the_larger_tile_where_its_columns_decode_taps(monkeypatch)
     pointwise = splitk.configs(Problem(geometry("n32g1c256o256i28x28k1x1s1x1p0x0d1x1"), "backward_weight",
                                        "float32"), None)[0]
     assert (pointwise["TM"], pointwise["TN"]) == (64, 64), pointwise
+
+
+def test_cpu_dot_weight_gradient_first_only_where_its_contraction_is_long():
+    from clconv.algorithms.gemm import (
+        DOT_MIN_IMAGE_STEPS, DOT_MIN_STEPS, GemmShape, cpu_dot_configs, is_dot_config, with_dot_configs,
+    )
+    cpu = _fake_cpu()
+    avx2 = replace(cpu, float_lanes=8, double_lanes=4)
+    # the tiles fit the registers: WM x WN accumulators, WM rows of A, a row of B
+    for fit, registers in ((cpu, 32), (avx2, 16)):
+        for config in cpu_dot_configs(64, 576, fit):
+            assert config["WM"] * config["WN"] + config["WM"] + 1 <= registers, config
+    base = gemm_tiles(64, 256, cpu, 4)
+
+    def shape(k):
+        return GemmShape(M=64, N=256, K=k, a_view="a_grad_output_rows", b_view="b_columns", c_view="c_matrix",
+                         a_kfast=True, b_nfast=False, a={}, b={}, c={})
+
+    def problem(desc, pass_="backward_weight", layout="channels_first"):
+        return Problem(geometry(desc), pass_, "float32", layout=layout)
+
+    big = problem("n4g1c256o64i28x28k1x1s1x1p0x0d1x1")  # 784-pixel images
+    long_k = DOT_MIN_STEPS * 16
+    assert is_dot_config(with_dot_configs(big, cpu, base, shape(long_k))[0])
+    short = with_dot_configs(big, cpu, base, shape(long_k - 1))
+    assert not is_dot_config(short[0]) and any(is_dot_config(c) for c in short)  # still a tuning candidate
+    # 8 lanes (AVX2): half the pixels make as many vector steps
+    assert is_dot_config(with_dot_configs(big, avx2, base, shape(DOT_MIN_STEPS * 8))[0])
+    # small images: a long contraction of many short runs is not enough
+    small = problem("n64g1c256o64i7x7k1x1s1x1p0x0d1x1")
+    assert small.geometry.out_pixels < DOT_MIN_IMAGE_STEPS * 16
+    assert not is_dot_config(with_dot_configs(small, cpu, base, shape(long_k * 4))[0])
+    # not for other passes, GPUs, devices without vector lanes, or channels-last activations
+    assert with_dot_configs(problem("n4g1c256o64i28x28k1x1s1x1p0x0d1x1", "forward"), cpu, base, shape(long_k)) == base
+    assert with_dot_configs(big, _fake_gpu(), base, shape(long_k)) == base
+    assert with_dot_configs(big, replace(cpu, float_lanes=1), base, shape(long_k)) == base
+    last = problem("n4g1c256o64i28x28k1x1s1x1p0x0d1x1", layout="channels_last")
+    assert with_dot_configs(last, cpu, base, shape(long_k)) == base
+    # a dot config keeps its keys through tile_config (its WN is not the GEMM's VN)
+    assert tile_config(cpu_dot_configs(64, 256, cpu)[0]) == cpu_dot_configs(64, 256, cpu)[0]

@@ -22,6 +22,7 @@ from . import limits, settings, templates, tuning
 from .algorithms import REGISTRY, Algorithm, algorithms
 from .algorithms.gemm import is_dot_config
 from .algorithms.reduce import bias_gradient_plan
+from .algorithms.direct import weight_blocks
 from .algorithms.winograd import Winograd
 from .builder import BuildError, build_kernels
 from .caches import Cache
@@ -87,6 +88,15 @@ def heuristic_order(problem: Problem, device: cl.Device) -> list[str]:
     if not is_gpu(device):
         return _cpu_heuristic_order(problem, device)
     order = []
+    blocks = _grouped_weight_blocks(problem)
+    if blocks and g.cout_per_group < GROUPED_WGRAD_ROWS:
+        # a grouped weight gradient with fewer output channels per group than the smallest GEMM
+        # tile's rows leaves most of split-K's and Winograd's tiles empty, where direct's blocks keep
+        # every (output, input channel, tap) sum of a block in registers over a slice of batch x
+        # pixels.  On an H200 over 15 grouped layers (4-16 channels a group, 1D/2D/3D, strided,
+        # batch 1-32) they ran in 0.12-0.38x the other algorithms' best kernel time and 0.05-0.25x
+        # cuDNN's (channels-last 0.08-0.79x the others'; docs/perf/h200-grouped-candidates*.json)
+        order.append("direct")
     if _winograd_pays(problem, device):
         # 2.25-4x fewer multiplies (2.8-4.6x for 5x5): tuning picks it for 3x3 and 5x5 stride-1
         # layers, dilated or not, from 32 channels (_winograd_pays), also where few tiles leave the
@@ -94,6 +104,10 @@ def heuristic_order(problem: Problem, device: cl.Device) -> list[str]:
         # 1.2-2.5x faster than split-K's on batches of 8-64, and F(4x4, 3x3) 1.1-1.6x faster again
         # where its GEMMs stay large (docs/performance.md)
         order.append("winograd")
+    if blocks:
+        # a full tile's rows (32 a group): after Winograd, which won at batch 32 (7x7: 0.84x the
+        # blocks' time), before the GEMMs (batch 8: 0.56x implicit_gemm's; batch 1: 1.07x)
+        order.append("direct")
     if problem.pass_ == "backward_weight" and not g.is_depthwise:
         # the weight gradient's GEMM is small (C_out x C_in*taps) with a long contraction: without
         # a split it runs a handful of work-groups (measured 15x slower on an H200 for a 1x1 layer)
@@ -134,6 +148,19 @@ FEW_ROWS = 16
 # up to 576 (3x3 at 24-64 channels, 1D k3 at 128); 768 (1D k3 at 256) was a tie.  One miss: a
 # 3x3x3 layer at 64 channels (1728), 1.12x implicit_gemm's time.
 LONG_GATHER = 768
+
+# Output channels per group of a grouped weight gradient that direct's blocks serve first on GPUs
+# below this (the smallest GEMM tile's rows: every split-K and Winograd tile has empty rows), and
+# up to it after Winograd.
+GROUPED_WGRAD_ROWS = 32
+
+
+def _grouped_weight_blocks(problem: Problem) -> bool:
+    """Whether a grouped (not depthwise) weight gradient has at most GROUPED_WGRAD_ROWS output
+    channels per group and a channel block of direct's fits its registers (direct.weight_blocks)."""
+    g = problem.geometry
+    return (problem.pass_ == "backward_weight" and g.groups > 1 and not g.is_depthwise
+            and g.cout_per_group <= GROUPED_WGRAD_ROWS and bool(weight_blocks(problem)))
 
 
 def _gemm_rows(problem: Problem) -> int:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from .. import limits
+import math
+
+from .. import limits, settings
 from ..limits import pow2_at_most
 from ..passes import PASSES
-from ..plan import LAYOUTS, Arg, Plan, rounded
+from ..plan import CHANNELS_FIRST, LAYOUTS, Arg, Plan, Problem, rounded
 from .base import Algorithm, call, pass_args, source
+from .reduce import splitk_sum
 
 
 STRIP_ROWS = range(4, 9)  # output rows per work-item of the strip forward (clc_direct_forward_rows)
@@ -20,18 +23,136 @@ def strip_rows(height: int) -> int:
     return min(STRIP_ROWS, key=lambda r: (-height % r, r))
 
 
+# The weight gradient in blocks (clc_direct_backward_weight_blocks).  Measured on an H200 over 18
+# grouped layers (docs/perf/h200-grouped-candidates*.json, docs/performance.md "Grouped weight
+# gradients"): blocks of one input channel and up to 8 output channels won (36-72 sums per
+# work-item for 3x3; the best block of 144 sums ran 1.05-1.30x the time of the best smaller one on
+# 14 of 16 layers, 2.25x on one, 0.95x on one: fewer work-items resident); a 3x3x3 kernel's 4 x 27
+# = 108 sums won; a 1D kernel's 3 taps took 2 input channels (24 sums) as fast as 4.
+BLOCK_COB = 8          # output channels per block at most
+BLOCK_SUMS = 128       # cob x cib x taps sums per work-item at most (float; half in double)
+BLOCK_MIN_SUMS = 32    # input channels are added to a block while its sums stay within this
+BLOCK_WAVES = 4        # work-groups per compute unit the slices aim at, for blocks of ...
+BLOCK_REF_SUMS = 36    # ... this many sums (fewer in proportion above: fewer of them are resident)
+BLOCK_MIN_TERMS = 32   # batch x pixels per work-item at least, however many slices that leaves
+BLOCK_LANES = 32       # channels-last: blocks side by side in a work-group at most
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def weight_blocks(problem: Problem) -> list[tuple[int, int]]:
+    """(cob, cib) blocks of a group's output x input channels (divisors of each), best first: the
+    most output channels up to BLOCK_COB whose taps fit BLOCK_SUMS sums (an input value feeds
+    every output channel of its block), then input channels while the sums stay within
+    BLOCK_MIN_SUMS; second the block with half the output channels or twice the input channels.
+    Empty where one channel pair's taps alone exceed BLOCK_SUMS (the per-element kernel serves)."""
+    g = problem.geometry
+    kv, most = g.kernel_volume, BLOCK_SUMS // (2 if problem.real == "double" else 1)
+    couts = [o for o in _divisors(g.cout_per_group) if o <= BLOCK_COB and o * kv <= most]
+    if not couts:
+        return []
+    cob = couts[-1]
+    cins = _divisors(g.cin_per_group)
+    cib = max(i for i in cins if i == 1 or cob * i * kv <= BLOCK_MIN_SUMS)
+    out = [(cob, cib)]
+    wider = [i for i in cins if i > cib and cob * i * kv <= most]
+    if wider:
+        out.append((cob, wider[0]))
+    if len(couts) > 1:
+        out.append((couts[-2], cib))
+    return out
+
+
+def block_work_group(problem: Problem, device, cob: int, cib: int) -> int:
+    """Channels-first: 128 work-items where the blocks are fewer than BLOCK_WAVES work-groups per
+    compute unit (slices then fill the device: fewer, longer ones), else 64 (14x14 and 7x7 ResNeXt
+    layers at 16 and 32 channels a group: 1024-2048 blocks, 0.61-0.88x the time at 128).
+    Channels-last: 256, BLOCK_LANES blocks side by side over 8 pixel lanes (on an H200 within 1.1x
+    of the best block configuration timed on 8 of 15 layers, at most 1.75x: a batch-1 layer)."""
+    if problem.layout != CHANNELS_FIRST:
+        return 256
+    g = problem.geometry
+    blocks = g.groups * (g.cout_per_group // cob) * (g.cin_per_group // cib)
+    return 128 if blocks < BLOCK_WAVES * limits.of(device).compute_units else 64
+
+
+def block_lanes(problem: Problem, cob: int, cib: int, wg: int) -> int:
+    """Blocks side by side in a work-group: channels-first 1 (neighbouring work-items on neighbouring
+    pixels); channels-last up to BLOCK_LANES (at most the blocks, a power of two), so that
+    neighbouring work-items read neighbouring channels of a pixel."""
+    if problem.layout == CHANNELS_FIRST:
+        return 1
+    g = problem.geometry
+    return min(BLOCK_LANES, wg, pow2_at_most(g.groups * (g.cout_per_group // cob) * (g.cin_per_group // cib)))
+
+
+def block_slices(problem: Problem, device, cob: int, cib: int, wg: int, waves: float | None = None,
+                 lanes: int = 1) -> int:
+    """Slices of the batch x pixels for blocks (cob, cib) in work-groups of ``wg`` (``lanes`` blocks
+    side by side): enough work-groups for ``waves`` per compute unit (by default BLOCK_WAVES at
+    BLOCK_REF_SUMS sums per work-item, fewer in proportion to more sums), each work-item with
+    BLOCK_MIN_TERMS terms at least, at most 1024, and partial sums within the workspace limit
+    (else one slice)."""
+    g = problem.geometry
+    if waves is None:
+        waves = BLOCK_WAVES * BLOCK_REF_SUMS / max(BLOCK_REF_SUMS, cob * cib * g.kernel_volume)
+    groups = -(-g.groups * (g.cout_per_group // cob) * (g.cin_per_group // cib) // lanes)
+    wanted = math.ceil(waves * limits.of(device).compute_units / groups)
+    slices = max(1, min(wanted, g.batch * g.out_pixels * lanes // (wg * BLOCK_MIN_TERMS), 1024))
+    if slices > 1 and slices * g.weight_elements * problem.itemsize > settings.workspace_limit(device):
+        slices = 1
+    return slices
+
+
+def block_config(problem: Problem, device, cob: int, cib: int, wg: int, lanes: int | None = None,
+                 waves: float | None = None) -> dict:
+    """A configuration of blocks (cob, cib) in work-groups of ``wg``: ``lanes`` by default
+    block_lanes', the slices block_slices' for ``waves``."""
+    lanes = block_lanes(problem, cob, cib, wg) if lanes is None else lanes
+    config = {"wg": wg, "cob": cob, "cib": cib, "slices": block_slices(problem, device, cob, cib, wg, waves, lanes)}
+    if lanes > 1:
+        config["lanes"] = lanes
+    return config
+
+
+def block_configs(problem: Problem, device) -> list[dict]:
+    """The blocks' configurations, best guess first: the first block with its work-group size,
+    then with the other size (channels-last: 128 work-items, 8 blocks side by side), then the
+    other blocks (empty where no block fits)."""
+    fit = limits.of(device)
+    out = []
+    for n, (cob, cib) in enumerate(weight_blocks(problem)):
+        first = block_work_group(problem, device, cob, cib)
+        options: list[tuple[int, int | None]] = [(first, None)]
+        if n == 0:
+            options.append((192 - first, None) if problem.layout == CHANNELS_FIRST else (128, 8))
+        for wg, lanes in options:
+            if fit.fits((wg, 1)):
+                config = block_config(problem, device, cob, cib, wg, lanes)
+                if config not in out:
+                    out.append(config)
+    return out
+
+
 class Direct(Algorithm):
     name = "direct"
     passes = PASSES
     layouts = LAYOUTS
     description = ("one work-item per output element (forward, data gradient as a gather); one "
-                   "work-group per weight element with a tree reduction (weight gradient)")
+                   "work-group per weight element with a tree reduction, or on GPUs per (slice of batch x "
+                   "pixels, block of channel pairs) with all the block's sums in registers (weight gradient)")
 
     def configs(self, problem, device):
         fit = limits.of(device)
         if problem.pass_ == "backward_weight":
             top = pow2_at_most(min(fit.work_group, 256))
-            return [{"wg": wg} for wg in dict.fromkeys((top, max(top // 4, 1)))]
+            per_element = [{"wg": wg} for wg in dict.fromkeys((top, max(top // 4, 1)))]
+            if not fit.gpu:
+                return per_element
+            # on GPUs the blocks first, then a work-group per weight element
+            return block_configs(problem, device) + per_element
         # best guess first: 256 won every direct layer-pass measured on an H200 (docs/performance.md);
         # a device granting fewer work-items (32 on llvmpipe) gets the largest power of two it allows
         out = [{"wg": wg} for wg in fit.widest(*((256, 64) if fit.gpu else (64, 256)))]
@@ -47,6 +168,8 @@ class Direct(Algorithm):
         wg, rows = config.get("wg", 64), config.get("rows", 1)
         src = source("direct.mako", problem, wg=wg, rows=rows)
         entry = f"clc_direct_{problem.pass_}" + ("_rows" if rows > 1 else "")
+        if problem.pass_ == "backward_weight" and "cob" in config:
+            return self._blocks_plan(problem, config, device)
         if problem.pass_ == "backward_weight":
             launch = call(src, entry, (wg, g.weight_elements), (wg, 1), Arg("x"), Arg("dy"), Arg("dw"))
         else:
@@ -61,3 +184,29 @@ class Direct(Algorithm):
             launch = call(src, entry, (rounded(g.batch * pixels * channels, wg or 1),), (wg,) if wg else None,
                           *pass_args(problem, bias_fallback="w"))
         return Plan(problem, self.name, config, (launch,))
+
+    def _blocks_plan(self, problem, config, device):
+        """clc_direct_backward_weight_blocks, then (several slices) the fixed-order sum of the slices."""
+        g = problem.geometry
+        wg, cob, cib, slices = config["wg"], config["cob"], config["cib"], config["slices"]
+        lanes = config.get("lanes", 1)
+        if wg % lanes:
+            raise ValueError(f"{lanes} lanes do not divide a work-group of {wg}")
+        if g.cout_per_group % cob or g.cin_per_group % cib:
+            raise ValueError(f"blocks of {cob} x {cib} channels do not divide a group's "
+                             f"{g.cout_per_group} x {g.cin_per_group}")
+        sums = cob * cib * g.kernel_volume
+        # the sums pass through local memory a chunk at a time, in half of it at most
+        chunk = max(1, min(sums, limits.of(device).local_mem // 2 // ((wg + 1) * problem.itemsize)))
+        elements = g.weight_elements
+        index = problem.index_type(slices * elements)
+        src = source("direct.mako", problem, index, writes_result=False, wg=wg, cob=cob, cib=cib,
+                     slices=slices, chunk=chunk, lanes=lanes)
+        blocks = g.groups * (g.cout_per_group // cob) * (g.cin_per_group // cib)
+        out = Arg("partial", with_offset=False) if slices > 1 else Arg("dw")
+        sums_call = call(src, "clc_direct_backward_weight_blocks", (slices * wg, -(-blocks // lanes)), (wg, 1),
+                         Arg("x"), Arg("dy"), out)
+        if slices == 1:
+            return Plan(problem, self.name, config, (sums_call,))
+        return Plan(problem, self.name, config, (sums_call, splitk_sum(problem, index, slices, elements)),
+                    {"partial": slices * elements * problem.itemsize})

@@ -4,8 +4,12 @@
 ##   clc_direct_forward_rows     one work-item per strip of `rows` output rows at one column
 ##   clc_direct_backward_data    one work-item per input-gradient element, gathering (no atomics)
 ##   clc_direct_backward_weight  one work-group per weight element, a tree reduction in local memory
+##   clc_direct_backward_weight_blocks  one work-group per (slice of batch x output pixels, group,
+##                               block of cob output x cib input channels): each work-item sums the
+##                               block's cob x cib x taps products in registers over its pixels
 ## Parameters: geom, real, data, index, entries, epilogue, bias (the prelude's); wg, the
-## work-group size (clc_direct_backward_weight); rows (clc_direct_forward_rows).
+## work-group size (clc_direct_backward_weight, _blocks); rows (clc_direct_forward_rows); cob,
+## cib, slices, chunk, lanes (clc_direct_backward_weight_blocks).
 ## Unlike the other families, these kernels take no `restrict` arguments: with them, Intel's CPU
 ## compiler (OpenCL runtime 2026.22) crashed the process at the first launch of the float64 forward
 ## of a grouped layer (docs/portability.md).  The other families keep them: clang-based compilers
@@ -217,5 +221,121 @@ void clc_direct_backward_weight(__global const clc_data* x_base, const long x_of
         barrier(CLK_LOCAL_MEM_FENCE);
     }
     if (lid == 0) clc_st(dw_base + dw_off, e, partial[0]);
+}
+</%def>\
+
+##
+<%def name="clc_direct_backward_weight_blocks()">
+<%
+    KD, KH, KW = geom.kernel
+    KV = KD * KH * KW
+    CO, CI = geom.cout_per_group, geom.cin_per_group
+    NOB, NIB = CO // cob, CI // cib
+    A = cob * cib * KV                       # sums per work-item: (o, i, tap), tap fastest
+    total = geom.batch * geom.out_pixels
+    span = -(-total // slices)               # batch x pixels per slice
+    taps = [(kd, kh, kw) for kd in range(KD) for kh in range(KH) for kw in range(KW)]
+    chunks = [range(c, min(c + chunk, A)) for c in range(0, A, chunk)]
+    NB = geom.groups * NOB * NIB             # blocks
+    PL = wg // lanes                         # pixel lanes
+%>
+/* global: (slices * wg, ${-(-NB // lanes) * lanes} / ${lanes}); work-group (slice, ${lanes} consecutive blocks of
+   ${NB}), block = (group g, output channels co0.. co0 + ${cob} - 1, input channels ci0.. ci0 + ${cib} - 1
+   of g).  Work-item lid takes block lid % ${lanes} of its work-group's (channels-last: neighbouring
+   work-items read neighbouring channels) and strides over the slice's batch x output pixels from
+   lid / ${lanes} in steps of ${PL}, ${A} sums in registers: a dy value feeds the ${cib * KV}
+   (input channel, tap) sums of its channel, an input value the ${cob} output channels' sums of its
+   (channel, tap).  Then per sum and block the ${PL} pixel lanes' values in local memory, added by
+   one work-item in lane order: partial[slice][weight element] (or, one slice, dw itself).  Every
+   sum has one fixed order: deterministic. */
+__kernel __attribute__((reqd_work_group_size(${wg}, 1, 1)))
+void clc_direct_backward_weight_blocks(__global const clc_data* x_base, const long x_off,
+                                       __global const clc_data* dy_base, const long dy_off,
+% if slices > 1:
+                                       __global clc_real* partial)
+% else:
+                                       __global clc_data* dw_base, const long dw_off)
+% endif
+{
+    const int lid = get_local_id(0);
+    const clc_idx slice = get_group_id(0);
+    const int block = (int)get_group_id(1) * ${lanes} + lid % ${lanes};
+    const bool live = block < ${NB};   /* the last work-group's lanes may reach past the blocks */
+    const int g = block / ${NOB * NIB};
+    const int co0 = g * CLC_CO + (block / ${NIB}) % ${NOB} * ${cob};   /* of all output channels */
+    const int ci0 = (block % ${NIB}) * ${cib};                        /* within the group */
+    __global const clc_data* x = x_base + x_off;
+    __global const clc_data* dy = dy_base + dy_off;
+    const clc_idx begin = slice * ${span};
+    const clc_idx end = live ? min(begin + ${span}, (clc_idx)${total}) : begin;
+
+% for a in range(A):
+    clc_real s${a} = (clc_real)0;
+% endfor
+    for (clc_idx t = begin + lid / ${lanes}; t < end; t += ${PL}) {
+        const clc_idx b = t / CLC_OP, po = t % CLC_OP;
+        CLC_SPLIT_OUT(po, od, oh, ow);
+        __global const clc_data* xb = x + CLC_X_AT(b, g * CLC_CI + ci0, 0);
+        __global const clc_data* dyb = dy + CLC_Y_AT(b, co0, po);
+% for o in range(cob):
+        const clc_real d${o} = clc_ld(dyb, ${o} * CLC_YC);
+% endfor
+% for kd in range(KD):
+        const int id${kd} = od * CLC_SD - CLC_PD + ${kd} * CLC_DD;
+% endfor
+% for kh in range(KH):
+        const int ih${kh} = oh * CLC_SH - CLC_PH + ${kh} * CLC_DH;
+% endfor
+% for kw in range(KW):
+        const int iw${kw} = ow * CLC_SW - CLC_PW + ${kw} * CLC_DW;
+% endfor
+        /* every load predicated, none behind a branch: all of a pixel's loads in flight at once */
+% for t, (kd, kh, kw) in enumerate(taps):
+        {
+            const bool inside = CLC_INSIDE(id${kd}, ih${kh}, iw${kw});
+            const clc_idx at = inside ? CLC_IN_OFFSET(id${kd}, ih${kh}, iw${kw}) * CLC_XP : 0;
+% for i in range(cib):
+            const clc_real v${i} = inside ? clc_ld(xb, at + ${i} * CLC_XC) : (clc_real)0;
+% endfor
+% for o in range(cob):
+% for i in range(cib):
+            s${(o * cib + i) * KV + t} = fma(d${o}, v${i}, s${(o * cib + i) * KV + t});
+% endfor
+% endfor
+        }
+% endfor
+    }
+
+    /* the work-items' sums, ${chunk} at a time (padded rows: no bank conflicts), each block's over
+       its pixel lanes added in lane order by one work-item */
+    __local clc_real red[${min(chunk, A)}][${wg + 1}];
+% for c, part in enumerate(chunks):
+% if c:
+    barrier(CLK_LOCAL_MEM_FENCE);
+% endif
+% for a in part:
+    red[${a - part.start}][lid] = s${a};
+% endfor
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int q = lid; q < ${len(part) * lanes}; q += ${wg}) {
+        const int j = q / ${lanes}, lane = q % ${lanes};
+        const int bl = (int)get_group_id(1) * ${lanes} + lane;
+        clc_real acc = red[j][lane];
+        for (int k = 1; k < ${PL}; ++k) acc += red[j][k * ${lanes} + lane];
+        if (bl < ${NB}) {
+            const int a = ${part.start} + j;
+            const int o = a / ${cib * KV}, i = (a / ${KV}) % ${cib}, tap = a % ${KV};
+            const int bg = bl / ${NOB * NIB};
+            const int bco = bg * CLC_CO + (bl / ${NIB}) % ${NOB} * ${cob} + o;
+            const int bci = (bl % ${NIB}) * ${cib} + i;
+            const clc_idx e = ((clc_idx)bco * CLC_CI + bci) * CLC_KV + tap;
+% if slices > 1:
+            partial[slice * ${geom.weight_elements} + e] = acc;
+% else:
+            clc_st(dw_base + dw_off, e, acc);
+% endif
+        }
+    }
+% endfor
 }
 </%def>\

@@ -167,6 +167,19 @@ def child(which: str, every_config: bool) -> int:
             run_prepared(queue, rng, problem, REGISTRY["direct"], {"wg": 16, "rows": 4})
             note(f"direct rows=4 {tag} float16 {layout}")
             runs += 1
+    # direct's weight gradient in blocks (a GPU's first guess for grouped layers, not offered to
+    # Oclgrind's device): several slices (partials and their sum), blocks side by side channels-last
+    # with lanes past the last block, one slice straight into dw in float16, a strided dilated 1D layer
+    for tag, layout, dtype, config in (
+            ("n2g2c4o4i5x4k3x3s1x1p1x1d1x1", "channels_first", "float32", {"wg": 8, "cob": 2, "cib": 1, "slices": 3}),
+            ("n1g3c6o6i4x5k3x3s1x1p1x1d1x1", "channels_last", "float32",
+             {"wg": 16, "cob": 2, "cib": 2, "slices": 2, "lanes": 4}),
+            ("n1g2c4o4i5x4k3x3s1x1p1x1d1x1", "channels_last", "float16", {"wg": 8, "cob": 1, "cib": 2, "slices": 1}),
+            ("n2g2c4o2i11k3s2p2d2", "channels_first", "float32", {"wg": 4, "cob": 1, "cib": 2, "slices": 2})):
+        problem = Problem(geometry(tag), "backward_weight", dtype, layout=layout)
+        run_prepared(queue, rng, problem, REGISTRY["direct"], config)
+        note(f"direct blocks {tag} {layout} {dtype} {config}")
+        runs += 1
     # Winograd's F(4x4, 3x3), which a small case is not offered first: 4x4 tiles cut off at the
     # image's right and bottom edges, every pass, both layouts
     winograd = REGISTRY["winograd"]

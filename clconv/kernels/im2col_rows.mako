@@ -8,9 +8,12 @@
 ##   clc_im2col_t       the same buffer transposed (the weight gradient's, see there), one output
 ##                      pixel per work-item
 ##   clc_im2col_t_rows  the transposed buffer, one (input channel, output row, image) per work-item
+##   clc_im2col_t_tiles the transposed buffer of a 1x1 stride-1 layer (the input itself, transposed),
+##                      one tile of T pixels x T channels per work-item
 ##   clc_col2im_rows    the data gradient's way back from the buffer, one dx row per work-item
 ## Parameters: geom, real, data, index, entries, epilogue, bias (the prelude's: clc_col2im_rows
-## writes the transposed convolution's result), chunk_batch (images per launch).
+## writes the transposed convolution's result), chunk_batch (images per launch), T (clc_im2col_t_tiles'
+## tile side: the vector lanes).
 ## x and dx are the call's tensors (clc_data, read with clc_ld); the column buffer is a clc_real
 ## workspace.
 <%!
@@ -45,10 +48,17 @@ __kernel void clc_im2col_rows(__global const clc_data* restrict x_base, const lo
     /* g * CI + ci of the canonical layout is the input channel */
     __global const clc_data* restrict src =
         x_base + x_off + ((chunk + image) * CLC_CIN + gci) * CLC_IP + ((clc_idx)id * CLC_IH + ih) * CLC_IW;
-    for (int ow = 0; ow < CLC_OW; ++ow) {
-        const int iw = ow * CLC_SW - CLC_PW + kw * CLC_DW;
-        dst[ow] = (uint)iw < (uint)CLC_IW ? clc_ld(src, iw) : (clc_real)0;
-    }
+    /* output columns [ow_begin, ow_end) read inside the row: that run copies without a test per
+       column, the padding's columns before and after it are zeros (as clc_col2im_rows' runs) */
+    const int shift = kw * CLC_DW - CLC_PW;
+    const int ow_begin = min(CLC_OW, shift >= 0 ? 0 : (-shift + CLC_SW - 1) / CLC_SW);
+    const int ow_end = max(ow_begin, shift > CLC_IW - 1 ? 0 : min(CLC_OW, (CLC_IW - 1 - shift) / CLC_SW + 1));
+    for (int ow = 0; ow < ow_begin; ++ow)
+        dst[ow] = (clc_real)0;
+    for (int ow = ow_begin; ow < ow_end; ++ow)
+        dst[ow] = clc_ld(src, ow * CLC_SW + shift);
+    for (int ow = ow_end; ow < CLC_OW; ++ow)
+        dst[ow] = (clc_real)0;
 }
 </%def>\
 ##
@@ -76,6 +86,42 @@ __kernel void clc_im2col_t(__global const clc_data* restrict x_base, const long 
                 }
             }
         }
+    }
+}
+</%def>\
+##
+<%def name="clc_im2col_t_tiles()">
+<%
+    vec = f"{real}{T}"
+    comps = "0123456789abcdef"
+%>
+/* The transposed buffer of a 1x1 stride-1 layer without padding, colT[g][(b, p)][ci] = x[b][g*CI + ci][p]:
+   one work-item per tile of T pixels x T channels reads T pixel runs (a vector from each channel's
+   plane) and writes T channel runs (a vector into each pixel's row of colT), the tile turned over in
+   registers.  clc_im2col_t (a work-item per pixel, a value from each of C_in planes) wrote a value per
+   cache line and, where a row of colT is a power-of-two size apart, mapped a pixel block's rows onto
+   one cache set.  Tiles past the image's last pixel or the group's last channel go value by value.
+   global: (ceil(OP / T), G * ceil(CI / T), NB) */
+__kernel void clc_im2col_t_tiles(__global const clc_data* restrict x_base, const long x_off,
+                                 __global clc_real* restrict col, const int chunk)
+{
+    const clc_idx p0 = (clc_idx)get_global_id(0) * ${T};
+    const clc_idx g = get_global_id(1) / ${-(-geom.cin_per_group // T)};
+    const clc_idx c0 = (get_global_id(1) % ${-(-geom.cin_per_group // T)}) * ${T};
+    const clc_idx image = get_global_id(2);
+    __global const clc_data* restrict plane = x_base + x_off + ((chunk + image) * CLC_CIN + g * CLC_CI + c0) * CLC_IP;
+    __global clc_real* restrict dst = col + (g * CLC_COLS + image * CLC_OP + p0) * CLC_CI + c0;
+    if (p0 + ${T} <= CLC_OP && c0 + ${T} <= CLC_CI) {
+% for c in range(T):
+        const ${vec} v${c} = ${prelude.vload(T, f"plane + {c} * CLC_IP + p0")};
+% endfor
+% for p in range(T):
+        vstore${T}((${vec})(${", ".join(f"v{c}.s{comps[p]}" for c in range(T))}), 0, dst + ${p} * CLC_CI);
+% endfor
+    } else {
+        for (int p = 0; p < ${T} && p0 + p < CLC_OP; ++p)
+            for (int c = 0; c < ${T} && c0 + c < CLC_CI; ++c)
+                dst[p * CLC_CI + c] = clc_ld(plane, c * CLC_IP + p0 + p);
     }
 }
 </%def>\

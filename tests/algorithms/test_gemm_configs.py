@@ -204,6 +204,19 @@ def test_images_smaller_than_a_vector(queue, rng, algorithm, pass_):
     _run(queue, rng, TINY_IMAGES, pass_, algorithm, CPU["wm8-vn16"])
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+@pytest.mark.parametrize("tag", [ODD_1X1, "n2g2c40o8i5x5k1x1s1x1p0x0d1x1", TINY_IMAGES],
+                         ids=["odd", "grouped-partial-tiles", "tiny-images"])
+def test_cpu_gemm_1x1_weight_gradient_input_turned_over_in_tiles(queue, rng, tag, dtype):
+    # im2col's transposed buffer of a 1x1 stride-1 layer (clc_im2col_t_tiles, where the device has
+    # vector lanes): full tiles, tiles past the last pixel or the group's last channel, 2x2 images
+    problem = Problem(geometry(tag), "backward_weight", dtype)
+    plan = REGISTRY["im2col"].plan(problem, CPU["wm4-vn8"], queue.device)
+    if limits.of(queue.device).lanes(problem.itemsize) >= 4:
+        assert plan.calls[0].entry == "clc_im2col_t_tiles"
+    run_prepared(queue, rng, problem, REGISTRY["im2col"], CPU["wm4-vn8"])
+
+
 # -- the CPU weight gradient as dot products (kernels/gemm_cpu_dot.mako) ---------------------------------
 
 DOT = {"wm4-wn6": dot_config(4, 6, 8), "wm3-wn4": dot_config(3, 4, 2)}

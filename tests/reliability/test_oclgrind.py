@@ -211,6 +211,18 @@ def child(which: str, every_config: bool) -> int:
                      dot_config(4, 6, 8))
         note(f"{algorithm} dot products {tag}")
         runs += 1
+    # the CPU GEMM's column buffers (a CPU's first guess; Oclgrind's device, without vector lanes,
+    # is offered the local-memory tiles): clc_im2col_rows' padded edges around a strided run, and
+    # clc_im2col_t_tiles (as with 16 lanes) turning a grouped 1x1 layer's input over in full and
+    # partial tiles (20 channels a group, 25 pixels)
+    from clconv.algorithms import im2col as im2col_module
+    from clconv.algorithms.gemm import cpu_config
+
+    im2col_module.pow2_at_most = lambda n: 16
+    for tag, pass_ in (("n1g1c3o4i9x8k3x3s2x2p1x2d1x1", "forward"), ("n2g2c40o8i5x5k1x1s1x1p0x0d1x1", "backward_weight")):
+        run_prepared(queue, rng, Problem(geometry(tag), pass_, "float32"), REGISTRY["im2col"], cpu_config(4, 4, 2))
+        note(f"im2col cpu gemm {pass_} {tag}")
+        runs += 1
     print(f"clconv-oclgrind: {runs} runs checked", flush=True)
     return runs
 

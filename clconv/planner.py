@@ -459,6 +459,8 @@ def remembered_choice(problem: Problem, device: cl.Device, algorithm: str = "aut
     entry = tuning.lookup(device, problem.key())
     if entry is None or entry["algorithm"] not in REGISTRY:
         return None
+    if not entry.get("measured") and _heuristic_changed(problem, device, entry):
+        return None  # an unmeasured choice is the heuristic's, made again when the heuristic changes
     chosen = REGISTRY[entry["algorithm"]]
     if chosen.decline_reason(problem, device) is not None:
         log.warning("clconv: remembered choice %s now declines %s; choosing again", chosen.name, problem.key())
@@ -469,6 +471,16 @@ def remembered_choice(problem: Problem, device: cl.Device, algorithm: str = "aut
                     entry["config"], chosen.name, problem.key())
         return None
     return chosen, entry["config"]
+
+
+def _heuristic_changed(problem: Problem, device: cl.Device, entry: dict) -> bool:
+    """Whether the heuristic now puts another candidate first than the unmeasured ``entry`` holds
+    (the candidates that failed for it left out): a measured choice stands until tuned again, but
+    a default choice follows the heuristic of the clconv that runs it (0.2-2 ms, once per process
+    and problem)."""
+    failed = set(entry.get("failed", []))
+    options = [(a, c) for a, c in candidates(problem, device) if label(a, c) not in failed]
+    return bool(options) and (options[0][0].name, options[0][1]) != (entry["algorithm"], entry["config"])
 
 
 def _choose(problem: Problem, queue: cl.CommandQueue, algorithm: str) -> Runner:

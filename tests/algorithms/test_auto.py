@@ -82,3 +82,29 @@ def test_tune_measures_a_calls_problem_on_request(monkeypatch, tmp_path, queue, 
         clconv.tune(clconv.conv2d, operands["x"], operands["w"], algorithm="direct")
     with pytest.raises(TypeError, match="not a clconv convolution op"):
         clconv.tune(print, operands["x"])
+
+
+def test_an_unmeasured_choice_follows_the_heuristic_and_a_measured_one_stands(monkeypatch, tmp_path, queue):
+    """Without tuning, the stored choice is the heuristic's: where a later heuristic (another
+    clconv, or here a stored entry naming another candidate) puts something else first, the call
+    takes the heuristic's first and stores it; a measured entry is used as stored."""
+    monkeypatch.delenv("CLCONV_TUNE", raising=False)
+    monkeypatch.setenv("CLCONV_CACHE_DIR", str(tmp_path))
+    case = Case(2, 1, 3, 4, (6, 5), (3, 3), 1, 1, note="heuristic-follows")
+    problem = case.problem("conv")
+    options = planner.candidates(problem, queue.device)
+    (first, first_config), (other, other_config) = options[0], next(o for o in options if o[0] is not options[0][0])
+    stale = {"algorithm": other.name, "config": other_config, "measured": False, "times_ms": {}, "failed": []}
+    tuning.store(queue.device, problem.key(), stale)
+    runner = planner.plan(problem, queue)
+    assert (runner.algorithm, runner.config) == (first.name, first_config)
+    assert tuning.lookup(queue.device, problem.key())["algorithm"] == first.name
+    # a candidate that failed for this problem is left out: the next one is the heuristic's choice,
+    # which a stored entry holding it keeps
+    second = next(o for o in options if planner.label(*o) != planner.label(first, first_config))
+    failed = {**stale, "algorithm": second[0].name, "config": second[1], "failed": [planner.label(first, first_config)]}
+    tuning.store(queue.device, problem.key(), failed)
+    assert planner.remembered_choice(problem, queue.device) == second
+    # measured: stands, whatever the heuristic says
+    tuning.store(queue.device, problem.key(), {**stale, "measured": True, "times_ms": {"x": 1.0}})
+    assert planner.remembered_choice(problem, queue.device) == (other, other_config)

@@ -10,6 +10,10 @@ CHANGE is one of
     residues   the strided depthwise data gradient by residue (depthwise_rows.Phase)
     wvectors   Winograd's transforms with 16 tiles (filters) per work-item as vector lanes (CPU_VT)
     wpack      the CPU GEMM packing Winograd's U (gemm.MIN_SWEEPS_TO_PACK["a_matrix"])
+    dot        the weight gradient as dot products (gemm_cpu_dot.mako) against im2col's transposed-B GEMM
+               (its first configuration that is not a dot product), where the heuristic picks the former
+    tiles      a 1x1 stride-1 weight gradient's transposed input in tiles (clc_im2col_t_tiles) against
+               a pixel per work-item (clc_im2col_t)
 e.g. ``python docs/perf/cpu_ab.py residues mb1g128ic128ih56oc128oh28kh3sh2ph1:backward_data``; the
 Winograd ones measure passes the heuristic gives Winograd (forwards of 64+ channels).
 """
@@ -21,7 +25,7 @@ import sys
 
 import clconv
 from clconv import planner, runtime
-from clconv.algorithms import REGISTRY, depthwise_rows, gemm
+from clconv.algorithms import REGISTRY, depthwise_rows, gemm, im2col
 from clconv.plan import Problem
 from clconv.tools.shapes import parse_descriptor
 
@@ -62,8 +66,21 @@ def _without_winograd_pack(problem, algorithm, config, device):
         return algorithm.plan(problem, config, device)
 
 
+def _without_dot_products(problem, algorithm, config, device):
+    if not gemm.is_dot_config(config):
+        return algorithm.plan(problem, config, device)
+    transposed = next(c for c in REGISTRY["im2col"].configs(problem, device) if not gemm.is_dot_config(c))
+    return REGISTRY["im2col"].plan(problem, transposed, device)
+
+
+def _without_tiles(problem, algorithm, config, device):
+    with _set(im2col, "pow2_at_most", lambda n: 0):  # no lanes: clc_im2col_t
+        return algorithm.plan(problem, config, device)
+
+
 BEFORE = {"gemm": _without_gemm_changes, "pieces": _without_pieces, "residues": _without_residues,
-          "wvectors": _without_winograd_vectors, "wpack": _without_winograd_pack}
+          "wvectors": _without_winograd_vectors, "wpack": _without_winograd_pack, "dot": _without_dot_products,
+          "tiles": _without_tiles}
 
 
 def main(change, args):

@@ -395,10 +395,15 @@ class GemmShape:
 # per call where the GEMMs sweep them 4+ times: on PoCL (AVX2, 2 threads) the GEMMs then ran in
 # 0.5-0.6x the time, and the packing cost less than that from 4 sweeps (14x14x128 at batch 4, 4 sweeps:
 # 2.55 -> 2.17 ms in all; 28x28x64 at batch 4, 13: 3.05 -> 2.23), more with 1-2 (a 256x256 U at batch
-# 1, one sweep: 3.97 -> 5.40).
+# 1, one sweep: 3.97 -> 5.40).  im2col's data gradient's transposed weight (a_weight_t: a k step's
+# WM values are one line, the next k step a row of the weight further) only where it is swept more
+# than once: swept once (small images, whose N is one work-item's column blocks) its packing cost
+# more than the GEMM's strided reads (PoCL, AVX-512, 2 threads: 7x7x256 at batch 2 0.80x the time
+# read in place, 7x7x512 at batch 1 0.55x); gemm1x1's data gradient's a_weight_bwd_data stays
+# packed (1x1 2048->512 7x7: 1.24x in place).
 PACKED_A_VIEWS = ("a_weight", "a_weight_t", "a_weight_bwd_data", "a_grad_output_rows", "a_matrix")
 PER_CHUNK_VIEWS = ("a_grad_output_rows",)
-MIN_SWEEPS_TO_PACK = {"a_weight": 16, "a_grad_output_rows": 4, "a_matrix": 4}
+MIN_SWEEPS_TO_PACK = {"a_weight": 16, "a_weight_t": 2, "a_grad_output_rows": 4, "a_matrix": 4}
 
 
 def _packs_a(shape: GemmShape, tile: dict, launches: int) -> bool:

@@ -268,6 +268,22 @@ def cpu_work_groups(m: int, n: int, wm: int, vn: int, lx: int, groups: int, nb: 
     return -(-blocks // min(lx, blocks)) * -(-n // (vn * nb)) * groups
 
 
+# Work-groups per core a CPU GEMM launch aims at: PoCL runs each work-group on one core, its
+# work-items one after another, so a launch of fewer work-groups than this leaves cores idle or
+# unevenly loaded.
+CPU_FILL_GROUPS = 4
+
+
+def cpu_work_items(m: int, n: int, tile: tuple, nb: int, groups: int, fit: limits.Limits) -> int:
+    """Work-items per work-group (along M) for the CPU GEMM ``tile`` (WM, VN, LX): its LX, halved
+    while a launch would have fewer than CPU_FILL_GROUPS work-groups per core (a 7x7 layer's 256 x 98
+    GEMM with a work-item taking all 7 blocks of columns: 2 work-groups of 8 for 2 cores)."""
+    wm, vn, lx = tile
+    while lx > 1 and cpu_work_groups(m, n, wm, vn, lx, groups, nb) < CPU_FILL_GROUPS * fit.compute_units:
+        lx //= 2
+    return lx
+
+
 MAX_COLUMN_BLOCKS = 8  # the blocks' running sums, 8 x WM x VN elements (8 KiB at 16 x 16 floats), stay in L1
 
 
@@ -332,7 +348,8 @@ def gemm_tiles(m: int, n: int, fit: limits.Limits, itemsize: int, limit: int = 4
         # forward ran 0.87x the time with 8-row blocks), each with column blocks where they pay,
         # then without (a candidate for tuning, and what tuning databases written before column
         # blocks hold).
-        vector = ([cpu_config(*t, nb=nb) for t in cpu_vector_tiles(m, fit, itemsize)
+        vector = ([cpu_config(t[0], t[1], cpu_work_items(m, n, t, nb, groups, fit), nb=nb)
+                   for t in cpu_vector_tiles(m, fit, itemsize)
                    for nb in dict.fromkeys((column_blocks(m, n, k, t, fit, itemsize, groups), 1))]
                   if fit.lanes(itemsize) >= 4 and layout == CHANNELS_FIRST else [])
         if vector_first:

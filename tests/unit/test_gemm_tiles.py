@@ -106,8 +106,12 @@ def test_column_blocks_where_a_weight_outgrows_the_core_cache():
 
 
 def test_cpu_tiles_with_column_blocks_keep_the_plain_tile_as_a_candidate():
+    from clconv.algorithms.gemm import cpu_work_items
     configs = gemm_tiles(256, 98, _fake_cpu(), 4, k=2304)
-    assert configs[0] == cpu_config(*CPU_VECTOR_TILES[0], nb=7) and configs[1] == cpu_config(*CPU_VECTOR_TILES[0])
+    wm, vn, lx = CPU_VECTOR_TILES[0]
+    # (one work-item taking all 7 blocks leaves 16 row blocks: 2 work-groups of 8, so 8 of 2)
+    assert configs[0] == cpu_config(wm, vn, cpu_work_items(256, 98, (wm, vn, lx), 7, 1, _fake_cpu()), nb=7)
+    assert configs[0]["LX"] == 2 and configs[1] == cpu_config(*CPU_VECTOR_TILES[0])
     assert "NB" not in cpu_config(*CPU_VECTOR_TILES[0])  # single-block configs keep their stored form
     assert tile_config(cpu_config(16, 16, 8))["NB"] == 1
 
@@ -250,3 +254,17 @@ def test_cpu_dot_weight_gradient_first_only_where_its_contraction_is_long():
     assert with_dot_configs(last, cpu, base, shape(long_k)) == base
     # a dot config keeps its keys through tile_config (its WN is not the GEMM's VN)
     assert tile_config(cpu_dot_configs(64, 256, cpu)[0]) == cpu_dot_configs(64, 256, cpu)[0]
+
+
+def test_cpu_tiles_keep_enough_work_groups_for_every_core():
+    from clconv.algorithms.gemm import CPU_FILL_GROUPS, cpu_work_groups, cpu_work_items
+    cpu = _fake_cpu()
+    # a batch-1 7x7 1x1 2048 -> 512 forward with all 4 column blocks per work-item: 32 row blocks of
+    # 16 make 4 work-groups of 8, fewer than 4 per core, so 8 of 4
+    assert cpu_work_items(512, 49, (16, 16, 8), 4, 1, cpu) == 4
+    assert cpu_work_groups(512, 49, 16, 16, 4, 1, 4) >= CPU_FILL_GROUPS * cpu.compute_units
+    # a large GEMM keeps the tile's LX; a tiny one goes down to one work-item per work-group
+    assert cpu_work_items(256, 3136, (16, 16, 8), 1, 1, cpu) == 8
+    assert cpu_work_items(16, 16, (16, 16, 8), 1, 1, cpu) == 1
+    first = gemm_tiles(512, 49, cpu, 4, k=2048)[0]
+    assert is_cpu_config(first) and first["LX"] == cpu_work_items(512, 49, (16, 16, 8), first.get("NB", 1), 1, cpu)

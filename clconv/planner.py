@@ -459,8 +459,6 @@ def remembered_choice(problem: Problem, device: cl.Device, algorithm: str = "aut
     entry = tuning.lookup(device, problem.key())
     if entry is None or entry["algorithm"] not in REGISTRY:
         return None
-    if not entry.get("measured") and _heuristic_changed(problem, device, entry):
-        return None  # an unmeasured choice is the heuristic's, made again when the heuristic changes
     chosen = REGISTRY[entry["algorithm"]]
     if chosen.decline_reason(problem, device) is not None:
         log.warning("clconv: remembered choice %s now declines %s; choosing again", chosen.name, problem.key())
@@ -470,6 +468,8 @@ def remembered_choice(problem: Problem, device: cl.Device, algorithm: str = "aut
         log.warning("clconv: remembered config %s of %s is not one it offers for %s; choosing again",
                     entry["config"], chosen.name, problem.key())
         return None
+    if not entry.get("measured") and _heuristic_changed(problem, device, entry):
+        return None  # an unmeasured choice is the heuristic's, made again when the heuristic changes
     return chosen, entry["config"]
 
 

@@ -273,6 +273,13 @@ def _cpu_heuristic_order(problem: Problem, device: cl.Device) -> list[str]:
 CPU_WINOGRAD_MIN_CHANNELS = 64
 # The fewest 4x4 tiles (over the batch) for Winograd's data gradient first on a CPU
 CPU_WINOGRAD_DATA_MIN_TILES = 96
+# The fewest 4x4 tiles (over the batch) for Winograd's 3x3 forward first on a CPU with 16 float lanes
+# (AVX-512): the column buffer's GEMM gains more from the wider vectors than Winograd's transforms,
+# which gather their patches lane by lane.  On PoCL (2-core EPYC, AVX-512, 2 threads, interleaved,
+# 2026-12-02) Winograd ran 1.10-1.59x im2col's time on 6 layers of 4-16 tiles (7x7 and 14x14, 256-512
+# channels, batch 1-4) and 0.54-0.90x on 6 of 32-196 tiles; on the AVX2 EPYC (8 lanes) it had won at
+# 7x7 too (above), so no minimum there.
+CPU_WINOGRAD_FORWARD_MIN_TILES = {16: 32}
 
 
 def _cpu_winograd_pays(problem: Problem, device: cl.Device) -> bool:
@@ -306,7 +313,11 @@ def _cpu_winograd_pays(problem: Problem, device: cl.Device) -> bool:
     winograd = _serving_winograd(problem, device)
     if winograd is None:
         return False
-    return problem.pass_ == "forward" or (g.kernel == (1, 3, 3) and winograd.tiles(problem, 4) >= CPU_WINOGRAD_DATA_MIN_TILES)
+    if problem.pass_ == "forward":
+        lanes = limits.of(device).lanes(problem.itemsize)
+        minimum = max([tiles for at, tiles in CPU_WINOGRAD_FORWARD_MIN_TILES.items() if lanes >= at], default=0)
+        return g.kernel != (1, 3, 3) or winograd.tiles(problem, 4) >= minimum
+    return g.kernel == (1, 3, 3) and winograd.tiles(problem, 4) >= CPU_WINOGRAD_DATA_MIN_TILES
 
 
 def _serving_winograd(problem: Problem, device: cl.Device) -> Winograd | None:

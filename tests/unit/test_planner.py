@@ -216,3 +216,24 @@ def test_declining_algorithm_raises_value_error_naming_it(rng, algorithm, pass_,
         else:
             clconv.conv2d_input(case.input_shape, w, dy, **case.conv_args(), algorithm=algorithm)
 
+
+
+def test_cpu_winograd_forward_needs_tiles_enough_with_16_lanes():
+    """With 16 float lanes (AVX-512) a 3x3 forward takes Winograd first only from
+    CPU_WINOGRAD_FORWARD_MIN_TILES 4x4 tiles over the batch; with 8 lanes (AVX2) from any count."""
+    from clconv.planner import CPU_WINOGRAD_FORWARD_MIN_TILES, _cpu_winograd_pays
+
+    device = fake_device(gpu=False, compute_units=2)
+    avx512 = replace(limits.of(device), float_lanes=16, double_lanes=8)
+    avx2 = replace(avx512, float_lanes=8, double_lanes=4)
+    few = Problem(geometry("n2g1c256o256i7x7k3x3s1x1p1x1d1x1"), "forward", "float32")    # 8 4x4 tiles
+    many = Problem(geometry("n8g1c256o256i7x7k3x3s1x1p1x1d1x1"), "forward", "float32")   # 32
+    assert CPU_WINOGRAD_FORWARD_MIN_TILES[16] == 32
+    original = limits.of(device)
+    try:
+        limits.register(device, avx512)
+        assert not _cpu_winograd_pays(few, device) and _cpu_winograd_pays(many, device)
+        limits.register(device, avx2)
+        assert _cpu_winograd_pays(few, device) and _cpu_winograd_pays(many, device)
+    finally:
+        limits.register(device, original)

@@ -96,12 +96,15 @@ class Arg:
     """A tensor kernel argument: the operand or workspace ``role``.
 
     ``with_offset`` adds the element offset as a following ``long`` argument; ``fallback`` names
-    the operand to pass instead when ``role`` is absent (an unused bias pointer must still be valid).
+    the operand to pass instead when ``role`` is absent (an unused bias pointer must still be valid);
+    ``align``: the kernel reads the tensor in aligned vectors, so its element offset must be a
+    multiple of it (a workspace's always is: it starts a buffer of its own).
     """
 
     role: str
     with_offset: bool = True
     fallback: str | None = None
+    align: int = 1
 
 
 KernelArg = Union[Arg, np.generic]  # a tensor, or a literal scalar of a fixed OpenCL width

@@ -377,6 +377,8 @@ def prepare(problem: Problem, algorithm: Algorithm, config: dict, queue: cl.Comm
     if runner is None:
         runner = build(algorithm.plan(problem, config, queue.device), queue)
         runner.key = key
+        if runner.aligned:  # built on first need: views into buffers at odd offsets are rare
+            runner.unaligned = lambda run_queue: prepare(problem, algorithm, {**config, "GV": 0}, run_queue)
         _runners.put(key, runner)
     return runner
 

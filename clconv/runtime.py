@@ -105,6 +105,11 @@ class Runner:
         self.workspaces = dict(plan.workspaces)
         self.launches = [Launch(call, kernel) for call, kernel in zip(plan.calls, kernels)]
         self.key: tuple = ()  # the planner's cache key, once it keeps this runner
+        # operands its kernels read in aligned vectors: role -> the element multiple their offset must be
+        self.aligned = {item.role: item.align for call in plan.calls for item in call.args
+                        if isinstance(item, Arg) and item.align > 1 and item.role not in self.workspaces}
+        # the same plan with scalar loads, for operands that start elsewhere (planner.prepare sets it)
+        self.unaligned: Callable[[cl.CommandQueue], Runner] | None = None
 
     @property
     def workspace_bytes(self) -> int:
@@ -141,7 +146,15 @@ class Runner:
 
         Workspaces come from the queue's kept buffers (:class:`Workspaces`) on an in-order queue;
         on an out-of-order queue they are allocated per call and released when the buffers' last
-        reference goes (OpenCL keeps them alive until the kernels finish)."""
+        reference goes (OpenCL keeps them alive until the kernels finish).
+
+        An operand that one of its kernels reads in aligned vectors but that starts off that
+        alignment (a view into a larger buffer) runs the plan's scalar-load twin instead."""
+        if self.aligned and self.misaligned(operands):
+            if self.unaligned is None:
+                raise self._fail(f"reads {sorted(self.aligned)} in vectors; offsets {self.aligned} "
+                                 "elements apart are needed and no scalar twin was given", None)
+            return self.unaligned(queue).run(queue, operands, wait_for)
         if not self.workspaces:
             return self._enqueue(queue, operands, {}, wait_for, chain=not in_order(queue))
         kept = Workspaces.of(queue)
@@ -151,6 +164,10 @@ class Runner:
         # enqueue its own use of the workspace buffers between this call's kernels
         with kept.lock:
             return self._enqueue(queue, operands, self._allocate(queue, kept.buffers), wait_for, chain=False)
+
+    def misaligned(self, operands: dict[str, Operand]) -> bool:
+        """Whether an operand read in vectors starts off its alignment."""
+        return any(role in operands and operands[role].offset % align for role, align in self.aligned.items())
 
     def _allocate(self, queue: cl.CommandQueue, reuse: dict[str, cl.Buffer]) -> dict[str, cl.Buffer]:
         """A buffer per workspace: the one in ``reuse`` if it is large enough, else a new one

@@ -21,6 +21,7 @@ import numpy as np
 
 from .. import limits
 from ..limits import pow2_at_most
+from ..dtypes import STORAGE
 from ..geometry import ConvGeometry
 from ..plan import CHANNELS_FIRST, Arg, KernelCall, KernelSource, Problem, rounded
 from .base import call, source
@@ -28,28 +29,31 @@ from .base import call, source
 
 # -- tile configurations ---------------------------------------------------------------------------
 
-# (TM, TN, TK, WM, WN, VW, PIPE): work-group tile M x N, contraction step TK, per-work-item block
+# (TM, TN, TK, WM, WN, VW, PIPE, GV): work-group tile M x N, contraction step TK, per-work-item block
 # WM x WN made of VW x VW sub-blocks read from local memory as VW-wide vectors, PIPE: software-
-# pipelined global loads (see templates/gemm.mako).
-TILE_KEYS = ("TM", "TN", "TK", "WM", "WN", "VW", "PIPE")
-TILE_DEFAULTS = {"VW": 1, "PIPE": 1}  # what a config stored before these keys existed means
+# pipelined global loads (see templates/gemm.mako), GV: global loads as aligned 4-element vectors
+# where the operands allow (global_vectors; on an H200 0.78-0.97x the time of scalar loads on 45 of
+# 48 tile-layer pairs, the 1x1 1024->1024 layer at 45.7-47.7 TFLOP/s against cuBLAS's 50.6:
+# docs/performance.md).  The CPU tiles keep scalar loads (not measured there).
+TILE_KEYS = ("TM", "TN", "TK", "WM", "WN", "VW", "PIPE", "GV")
+TILE_DEFAULTS = {"VW": 1, "PIPE": 1, "GV": 0}  # what a config stored before these keys existed means
 GPU_TILES = [  # in order of preference where they waste the same (measured on an H200: docs/performance.md)
-    (128, 64, 16, 8, 4, 4, 1),   # 256 work-items: the most frequent winner
-    (64, 128, 16, 8, 8, 4, 1),   # 128 work-items, 8x8 blocks: 56x56 layers
-    (128, 32, 16, 8, 4, 4, 1),   # 128 work-items: 14x14 and 7x7 layers
-    (64, 64, 16, 8, 8, 4, 1),    # 64 work-items, 8x8 blocks: narrow weight gradients, im2col
-    (128, 128, 16, 8, 8, 4, 1),
-    (128, 64, 16, 8, 8, 4, 1),
-    (64, 128, 16, 4, 8, 4, 1),
-    (64, 64, 16, 4, 4, 4, 1),
-    (32, 64, 16, 2, 4, 2, 1),
-    (32, 32, 16, 4, 4, 4, 1),
+    (128, 64, 16, 8, 4, 4, 1, 3),   # 256 work-items: the most frequent winner
+    (64, 128, 16, 8, 8, 4, 1, 3),   # 128 work-items, 8x8 blocks: 56x56 layers
+    (128, 32, 16, 8, 4, 4, 1, 3),   # 128 work-items: 14x14 and 7x7 layers
+    (64, 64, 16, 8, 8, 4, 1, 3),    # 64 work-items, 8x8 blocks: narrow weight gradients, im2col
+    (128, 128, 16, 8, 8, 4, 1, 3),
+    (128, 64, 16, 8, 8, 4, 1, 3),
+    (64, 128, 16, 4, 8, 4, 1, 3),
+    (64, 64, 16, 4, 4, 4, 1, 3),
+    (32, 64, 16, 2, 4, 2, 1, 3),
+    (32, 32, 16, 4, 4, 4, 1, 3),
 ]
 CPU_TILES = [  # local-memory tiles for CPUs: vector local loads, no pipelining (3x the old scalar ones on PoCL)
-    (64, 64, 16, 8, 8, 4, 0),
-    (32, 64, 16, 4, 8, 4, 0),
-    (64, 128, 16, 8, 8, 4, 0),
-    (32, 32, 16, 4, 4, 4, 0),
+    (64, 64, 16, 8, 8, 4, 0, 0),
+    (32, 64, 16, 4, 8, 4, 0, 0),
+    (64, 128, 16, 8, 8, 4, 0, 0),
+    (32, 32, 16, 4, 4, 4, 0, 0),
 ]
 
 
@@ -249,7 +253,7 @@ def _smallest_tiles(fit: limits.Limits) -> list[tuple]:
     (up to 8 x 8, both ways round when not square), still tiled through local memory."""
     threads = pow2_at_most(min(fit.work_group, 64))
     side = pow2_at_most(int(threads ** 0.5))
-    return list(dict.fromkeys([(side, threads // side, 8, 1, 1, 1, 0), (threads // side, side, 8, 1, 1, 1, 0)]))
+    return list(dict.fromkeys([(side, threads // side, 8, 1, 1, 1, 0, 0), (threads // side, side, 8, 1, 1, 1, 0, 0)]))
 
 
 def weight_contraction(shape: "GemmShape") -> int:
@@ -450,6 +454,7 @@ class Gemm:
     packs: str | None = None  # the role packed as A: "w", "dy" (the chunk's images), or a workspace
     pack_size: tuple[int, ...] = ()  # clc_pack_a's global size
     pack_bytes: int = 0
+    vectors: tuple[bool, bool] = (False, False)  # A, B read in aligned vectors (global_vectors)
 
     @property
     def pack(self) -> bool:
@@ -471,12 +476,64 @@ class Gemm:
         absent; both only where C is the pass's result), the chunk."""
         a = "apack" if self.pack else a
         residual = "residual" if c in ("y", "dx") else c
+        align_a, align_b = (VECTOR_ALIGN if vector else 1 for vector in self.vectors)
         return call(self.source, "clc_gemm", self.global_size, self.local_size,
-                    Arg(a), Arg(b), Arg(c), Arg(bias or c, fallback=c), Arg(residual, fallback=c), np.int32(chunk))
+                    Arg(a, align=align_a), Arg(b, align=align_b), Arg(c), Arg(bias or c, fallback=c),
+                    Arg(residual, fallback=c), np.int32(chunk))
 
     @property
     def workspaces(self) -> dict[str, int]:
         return {"apack": self.pack_bytes} if self.pack else {}
+
+
+# Views whose elements lie contiguous along their fast index (A's k where a_kfast, else m; B's n
+# where b_nfast, else k) and define clc_at_a / clc_at_b, so that 4 consecutive elements can be one
+# aligned vector load (config key GV).  Each element index is then a multiple of 4 wherever the
+# fast extent is (global_vectors); the activations' views only channels-first with unit stride,
+# along one image's pixels (OP % 4), dy's rows (a_grad_output_rows) only along them.
+VECTOR_A_VIEWS = {"a_weight", "a_weight_t", "a_grad_output_rows", "a_matrix"}
+VECTOR_B_VIEWS = {"b_input_pointwise", "b_input_pointwise_t", "b_columns", "b_columns_t"}
+VECTOR_ALIGN = 4  # elements: a vector load's address must be a multiple of 4 items
+MIN_VECTOR_A_REUSE = 4  # tiles of columns that read each tile of A, for A's vectors along k
+
+
+def global_vectors(problem: Problem, shape: GemmShape, tile: Mapping[str, Any]) -> tuple[bool, bool]:
+    """Whether the GEMM core loads A and B in aligned 4-element vectors: where ``tile`` asks (GV,
+    bit 0 for A, bit 1 for B), the view allows, the fast extent of the operand and of the tile are multiples of 4, and the
+    operand is stored as the arithmetic type (workspaces always; the call's tensors unless float16
+    or bfloat16).  The call's tensors must then start at a multiple of 4 elements: Runner.run
+    falls back to the scalar loads where one does not."""
+    mode = tile.get("GV", 0)
+    if not mode:
+        return False, False
+    g = problem.geometry
+    ksplit = shape.ksplit or shape.K
+    along_k = tile["TK"] % 4 == 0 and shape.K % 4 == 0 and ksplit % 4 == 0
+    pixel_rows = problem.layout == CHANNELS_FIRST and g.out_pixels % 4 == 0 and all(s == 1 for s in g.stride)
+    stored_as_real = STORAGE[problem.dtype].c_type == problem.real
+
+    def allowed(view: str, views: set, fast_k: bool, extent: int, length: int) -> bool:
+        if view not in views or (view not in MATRIX_VIEWS and not stored_as_real):
+            return False
+        if view in ("a_grad_output_rows", "b_input_pointwise", "b_input_pointwise_t") and not pixel_rows:
+            return False
+        if view == "a_grad_output_rows" and not fast_k:
+            return False
+        return along_k if fast_k else extent % 4 == 0 and length % 4 == 0
+
+    a = bool(mode & 1) and allowed(shape.a_view, VECTOR_A_VIEWS, shape.a_kfast, tile["TM"], shape.M)
+    b = bool(mode & 2) and allowed(shape.b_view, VECTOR_B_VIEWS, not shape.b_nfast, tile["TN"], shape.N)
+    # Vectors along k read 4 rows of the tile per 16 work-items where scalar loads read one.  On an
+    # H200 (docs/perf/gemm_vector_rows.py, 33 layer-passes) A's cost 1.19-1.53x the scalar loads'
+    # time where A streams through (one image's Winograd GEMMs, a batch-1 1x1 layer: 1-2 tiles of
+    # columns) or B stays scalar (split-K's and the implicit GEMM's A: 1.09-1.38x); with B's vectors
+    # too and A reused by 4+ tiles of columns they won (0.79-0.94x).  B's along k likewise lost alone
+    # (1.14x) and won beside A's (Winograd's weight gradient).
+    if a and shape.a_kfast and not (b and -(-shape.N // tile["TN"]) >= MIN_VECTOR_A_REUSE):
+        a = False
+    if b and not shape.b_nfast and not a:
+        b = False
+    return a, b
 
 
 def gemm(problem: Problem, shape: GemmShape, tile: dict, index: str, launches: int = 1) -> Gemm:
@@ -486,8 +543,9 @@ def gemm(problem: Problem, shape: GemmShape, tile: dict, index: str, launches: i
             raise ValueError(f"the CPU GEMM configuration {tile} reads channels_first activations only")
         return _cpu_gemm(problem, shape, tile, index, launches)
     geometry = problem.geometry
+    gva, gvb = global_vectors(problem, shape, tile)
     src = source(
-        "gemm.mako", problem, index, writes_result=shape.writes_result, GEMMS=shape.count(geometry),
+        "gemm.mako", problem, index, writes_result=shape.writes_result, GEMMS=shape.count(geometry), GVA=gva, GVB=gvb,
         M=shape.M, N=shape.N, K=shape.K, KSPLIT=shape.ksplit or shape.K,
         a_view=shape.a_view, b_view=shape.b_view, c_view=shape.c_view,
         a_kfast=shape.a_kfast, b_nfast=shape.b_nfast, a=shape.a, b=shape.b, c=shape.c,
@@ -499,7 +557,7 @@ def gemm(problem: Problem, shape: GemmShape, tile: dict, index: str, launches: i
         rounded(shape.M, tile["TM"]) // tile["WM"],
         shape.count(geometry) * shape.splits,
     )
-    return Gemm(src, global_size, local)
+    return Gemm(src, global_size, local, vectors=(gva, gvb))
 
 
 def _b_row(problem: Problem, shape: GemmShape) -> tuple[bool, int]:

@@ -22,7 +22,13 @@
 ## LPAD (elements of padding per local-memory tile row: it must keep rows VW-aligned for the
 ## vector loads, a multiple of VW where VW > 1, and spreads the k-fast stores over banks; the caller
 ## sizes local memory with it, so it chooses it), itemsize (bytes of one `real`: the local tiles are
-## aligned to itemsize * VW bytes).
+## aligned to itemsize * VW bytes), GVA/GVB (A's / B's tile loads as aligned 4-element vectors along
+## the operand's contiguous index, through the view's clc_at_a/clc_at_b; gemm.py's global_vectors
+## says where: on an H200 they cut the 1x1 1024 layer's registers from 254 to 125 a work-item and
+## its time by up to 22%), GV (the config key they come from; unused here).
+##
+## Operand views with a vector form also define  clc_idx clc_at_a(g, m, k, chunk)  (clc_at_b(g, k,
+## n, chunk)): the element's index in its buffer, contiguous along the fast index.
 <%namespace name="prelude" file="prelude.mako"/>
 <%namespace name="views" file="operands.mako"/>
 ${prelude.header(geom, real, index, data, epilogue, bias)}
@@ -41,10 +47,18 @@ ${prelude.entry_points(self, entries)}\
     RTM = TM // WM   # work-items along m
     RTN = TN // WN   # work-items along n
     THREADS = RTM * RTN
-    A_LOADS = -(-(TM * TK) // THREADS)
-    B_LOADS = -(-(TN * TK) // THREADS)
-    A_EXACT = (TM * TK) % THREADS == 0
-    B_EXACT = (TN * TK) % THREADS == 0
+    AV = 4 if GVA else 1   # elements of one global load of A: 4 consecutive along its fast index
+    BV = 4 if GVB else 1
+    A_COUNT = TM * TK // AV
+    B_COUNT = TN * TK // BV
+    A_LOADS = -(-A_COUNT // THREADS)
+    B_LOADS = -(-B_COUNT // THREADS)
+    A_EXACT = A_COUNT % THREADS == 0
+    B_EXACT = B_COUNT % THREADS == 0
+    A_ROW = (TK if a_kfast else TM) // AV   # loads along one row of A's fast index in the tile
+    B_ROW = (TN if b_nfast else TK) // BV
+    avec = real if AV == 1 else f"{real}4"
+    bvec = real if BV == 1 else f"{real}4"
     CHECK_M = M % TM != 0
     CHECK_N = N % TN != 0
     CHECK_K = (K % TK != 0) or (KSPLIT % TK != 0)
@@ -54,48 +68,70 @@ ${prelude.entry_points(self, entries)}\
     comps = "0123456789abcdef"
     UNROLL = "#pragma unroll" if PIPE else ""
 %>
+<%def name="global_vector(operand, at)">\
+## 4 consecutive elements of an operand along its fast index, from element `at` of its buffer, as
+## one aligned vector load: the host offers it only where the operand is stored as clc_real, `at`
+## is a multiple of 4, and the buffer's offset is too (Runner.run checks, else runs scalar loads).
+## (vload4 takes any alignment, and so NVIDIA's compiler split it into 4 scalar loads.)
+*((__global const ${real}4*)(${operand} + ${at}))\
+</%def>
+<%def name="local_store(tile, value, kk, rr, stride, width, transposed)">\
+## A loaded value (a vector of `width` along the fast index) into a local tile stored k-major:
+## `transposed` where the fast index is k (each lane then goes to its own tile row).
+% if width == 1:
+                ${tile}[${kk} * ${stride} + ${rr}] = ${value};
+% elif transposed:
+% for j in range(width):
+                ${tile}[(${kk} + ${j}) * ${stride} + ${rr}] = ${value}.s${j};
+% endfor
+% else:
+                vstore4(${value}, 0, ${tile} + ${kk} * ${stride} + ${rr});
+% endif
+</%def>
 <%def name="fetch(kstart)">
         /* global -> registers: A ${TM}x${TK} and B ${TK}x${TN} tiles starting at k = ${kstart} */
         ${UNROLL}
         for (int i = 0; i < ${A_LOADS}; ++i) {
             const int t = lid + i * ${THREADS};
 % if a_kfast:
-            const int kk = t % ${TK}, mm = t / ${TK};
+            const int kk = t % ${A_ROW} * ${AV}, mm = t / ${A_ROW};
 % else:
-            const int mm = t % ${TM}, kk = t / ${TM};
+            const int mm = t % ${A_ROW} * ${AV}, kk = t / ${A_ROW};
 % endif
             const clc_idx m = m0 + mm, k = ${kstart} + kk;
 <%
     conds = []
-    if not A_EXACT: conds.append("t < %d" % (TM * TK))
+    if not A_EXACT: conds.append("t < %d" % A_COUNT)
     if CHECK_M: conds.append("m < CLC_M")
     if CHECK_K: conds.append("k < k_end")
+    load = "clc_load_a(a, g, m, k, chunk)" if AV == 1 else capture(global_vector, "a", "clc_at_a(g, m, k, chunk)")
 %>
 % if conds:
-            a_next[i] = (${" && ".join(conds)}) ? clc_load_a(a, g, m, k, chunk) : (clc_real)0;
+            a_next[i] = (${" && ".join(conds)}) ? ${load} : (${avec})0;
 % else:
-            a_next[i] = clc_load_a(a, g, m, k, chunk);
+            a_next[i] = ${load};
 % endif
         }
         ${UNROLL}
         for (int i = 0; i < ${B_LOADS}; ++i) {
             const int t = lid + i * ${THREADS};
 % if b_nfast:
-            const int nn = t % ${TN}, kk = t / ${TN};
+            const int nn = t % ${B_ROW} * ${BV}, kk = t / ${B_ROW};
 % else:
-            const int kk = t % ${TK}, nn = t / ${TK};
+            const int kk = t % ${B_ROW} * ${BV}, nn = t / ${B_ROW};
 % endif
             const clc_idx n = n0 + nn, k = ${kstart} + kk;
 <%
     conds = []
-    if not B_EXACT: conds.append("t < %d" % (TN * TK))
+    if not B_EXACT: conds.append("t < %d" % B_COUNT)
     if CHECK_N: conds.append("n < CLC_NN")
     if CHECK_K: conds.append("k < k_end")
+    load = "clc_load_b(b, g, k, n, chunk)" if BV == 1 else capture(global_vector, "b", "clc_at_b(g, k, n, chunk)")
 %>
 % if conds:
-            b_next[i] = (${" && ".join(conds)}) ? clc_load_b(b, g, k, n, chunk) : (clc_real)0;
+            b_next[i] = (${" && ".join(conds)}) ? ${load} : (${bvec})0;
 % else:
-            b_next[i] = clc_load_b(b, g, k, n, chunk);
+            b_next[i] = ${load};
 % endif
         }
 </%def>
@@ -135,7 +171,8 @@ void clc_gemm(__global const clc_a_t* restrict a_base, const long a_off,
         for (int j = 0; j < ${WN}; ++j)
             acc[i][j] = (clc_real)0;
 
-    clc_real a_next[${A_LOADS}], b_next[${B_LOADS}];
+    ${avec} a_next[${A_LOADS}];
+    ${bvec} b_next[${B_LOADS}];
 % if PIPE:
 ${fetch("k_begin")}
 % endif
@@ -148,29 +185,31 @@ ${fetch("k0")}
         for (int i = 0; i < ${A_LOADS}; ++i) {
             const int t = lid + i * ${THREADS};
 % if a_kfast:
-            const int kk = t % ${TK}, mm = t / ${TK};
+            const int kk = t % ${A_ROW} * ${AV}, mm = t / ${A_ROW};
 % else:
-            const int mm = t % ${TM}, kk = t / ${TM};
+            const int mm = t % ${A_ROW} * ${AV}, kk = t / ${A_ROW};
 % endif
-% if A_EXACT:
-            a_tile[kk * ${A_STRIDE} + mm] = a_next[i];
-% else:
-            if (t < ${TM * TK}) a_tile[kk * ${A_STRIDE} + mm] = a_next[i];
+% if not A_EXACT:
+            if (t < ${A_COUNT})
 % endif
+            {
+${local_store("a_tile", "a_next[i]", "kk", "mm", A_STRIDE, AV, a_kfast)}
+            }
         }
         #pragma unroll
         for (int i = 0; i < ${B_LOADS}; ++i) {
             const int t = lid + i * ${THREADS};
 % if b_nfast:
-            const int nn = t % ${TN}, kk = t / ${TN};
+            const int nn = t % ${B_ROW} * ${BV}, kk = t / ${B_ROW};
 % else:
-            const int kk = t % ${TK}, nn = t / ${TK};
+            const int kk = t % ${B_ROW} * ${BV}, nn = t / ${B_ROW};
 % endif
-% if B_EXACT:
-            b_tile[kk * ${B_STRIDE} + nn] = b_next[i];
-% else:
-            if (t < ${TN * TK}) b_tile[kk * ${B_STRIDE} + nn] = b_next[i];
+% if not B_EXACT:
+            if (t < ${B_COUNT})
 % endif
+            {
+${local_store("b_tile", "b_next[i]", "kk", "nn", B_STRIDE, BV, not b_nfast)}
+            }
         }
         barrier(CLK_LOCAL_MEM_FENCE);
 % if PIPE:

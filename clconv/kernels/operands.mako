@@ -12,9 +12,13 @@
 <%def name="a_weight(p)">
 /* A = weight of group g as (CO x CI*KV); rows are contiguous. */
 typedef clc_data clc_a_t;
+inline clc_idx clc_at_a(clc_idx g, clc_idx m, clc_idx k, int chunk)
+{
+    return (g * CLC_CO + m) * ((clc_idx)CLC_CI * CLC_KV) + k;
+}
 inline clc_real clc_load_a(__global const clc_a_t* restrict w, clc_idx g, clc_idx m, clc_idx k, int chunk)
 {
-    return clc_ld(w, (g * CLC_CO + m) * ((clc_idx)CLC_CI * CLC_KV) + k);
+    return clc_ld(w, clc_at_a(g, m, k, chunk));
 }
 </%def>
 
@@ -31,19 +35,27 @@ inline clc_real clc_load_a(__global const clc_a_t* restrict w, clc_idx g, clc_id
 <%def name="a_weight_t(p)">
 /* A((ci, tap), co) = w[g*CO + co][ci][tap]: the transposed weight, for the GEMM before col2im. */
 typedef clc_data clc_a_t;
+inline clc_idx clc_at_a(clc_idx g, clc_idx m, clc_idx k, int chunk)
+{
+    return (g * CLC_CO + k) * ((clc_idx)CLC_CI * CLC_KV) + m;
+}
 inline clc_real clc_load_a(__global const clc_a_t* restrict w, clc_idx g, clc_idx m, clc_idx k, int chunk)
 {
-    return clc_ld(w, (g * CLC_CO + k) * ((clc_idx)CLC_CI * CLC_KV) + m);
+    return clc_ld(w, clc_at_a(g, m, k, chunk));
 }
 </%def>
 
 <%def name="a_grad_output_rows(p)">
 /* A(co, (b, po)) = dy[b][g*CO + co][po], b counted from `chunk`: the weight gradient's left operand. */
 typedef clc_data clc_a_t;
-inline clc_real clc_load_a(__global const clc_a_t* restrict dy, clc_idx g, clc_idx m, clc_idx k, int chunk)
+inline clc_idx clc_at_a(clc_idx g, clc_idx m, clc_idx k, int chunk)
 {
     const clc_idx b = chunk + k / CLC_OP, po = k % CLC_OP;
-    return clc_ld(dy, CLC_Y_AT(b, g * CLC_CO + m, po));
+    return CLC_Y_AT(b, g * CLC_CO + m, po);
+}
+inline clc_real clc_load_a(__global const clc_a_t* restrict dy, clc_idx g, clc_idx m, clc_idx k, int chunk)
+{
+    return clc_ld(dy, clc_at_a(g, m, k, chunk));
 }
 </%def>
 
@@ -51,9 +63,13 @@ inline clc_real clc_load_a(__global const clc_a_t* restrict dy, clc_idx g, clc_i
 /* A(m, k) = a[g][m][k]: a workspace matrix with contiguous rows (Winograd's transformed weight,
    or its transformed output gradient with the tiles along k). */
 typedef clc_real clc_a_t;
+inline clc_idx clc_at_a(clc_idx g, clc_idx m, clc_idx k, int chunk)
+{
+    return (g * ${p["M"]} + m) * ${p["K"]} + k;
+}
 inline clc_real clc_load_a(__global const clc_a_t* restrict a, clc_idx g, clc_idx m, clc_idx k, int chunk)
 {
-    return a[(g * ${p["M"]} + m) * ${p["K"]} + k];
+    return a[clc_at_a(g, m, k, chunk)];
 }
 </%def>
 
@@ -159,40 +175,56 @@ inline clc_real clc_load_b(__global const clc_b_t* restrict x, clc_idx g, clc_id
 <%def name="b_input_pointwise(p)">
 /* B(ci, (b, po)) for a 1x1 unpadded convolution: the input read at the stride grid, no unfolding. */
 typedef clc_data clc_b_t;
-inline clc_real clc_load_b(__global const clc_b_t* restrict x, clc_idx g, clc_idx k, clc_idx n, int chunk)
+inline clc_idx clc_at_b(clc_idx g, clc_idx k, clc_idx n, int chunk)
 {
     const clc_idx b = chunk + n / CLC_OP, po = n % CLC_OP;
     CLC_SPLIT_OUT(po, od, oh, ow);
-    return clc_ld(x, CLC_X_AT(b, g * CLC_CI + k, CLC_IN_OFFSET(od * CLC_SD, oh * CLC_SH, ow * CLC_SW)));
+    return CLC_X_AT(b, g * CLC_CI + k, CLC_IN_OFFSET(od * CLC_SD, oh * CLC_SH, ow * CLC_SW));
+}
+inline clc_real clc_load_b(__global const clc_b_t* restrict x, clc_idx g, clc_idx k, clc_idx n, int chunk)
+{
+    return clc_ld(x, clc_at_b(g, k, n, chunk));
 }
 </%def>
 
 <%def name="b_input_pointwise_t(p)">
 /* B((b, po), ci) for the 1x1 weight gradient. */
 typedef clc_data clc_b_t;
-inline clc_real clc_load_b(__global const clc_b_t* restrict x, clc_idx g, clc_idx k, clc_idx n, int chunk)
+inline clc_idx clc_at_b(clc_idx g, clc_idx k, clc_idx n, int chunk)
 {
     const clc_idx b = chunk + k / CLC_OP, po = k % CLC_OP;
     CLC_SPLIT_OUT(po, od, oh, ow);
-    return clc_ld(x, CLC_X_AT(b, g * CLC_CI + n, CLC_IN_OFFSET(od * CLC_SD, oh * CLC_SH, ow * CLC_SW)));
+    return CLC_X_AT(b, g * CLC_CI + n, CLC_IN_OFFSET(od * CLC_SD, oh * CLC_SH, ow * CLC_SW));
+}
+inline clc_real clc_load_b(__global const clc_b_t* restrict x, clc_idx g, clc_idx k, clc_idx n, int chunk)
+{
+    return clc_ld(x, clc_at_b(g, k, n, chunk));
 }
 </%def>
 
 <%def name="b_columns(p)">
 /* B(k, n) = col[g][k][n]: an explicit column buffer (im2col), rows of N = chunk images x pixels. */
 typedef clc_real clc_b_t;
+inline clc_idx clc_at_b(clc_idx g, clc_idx k, clc_idx n, int chunk)
+{
+    return (g * ${p["K"]} + k) * ${p["N"]} + n;
+}
 inline clc_real clc_load_b(__global const clc_b_t* restrict col, clc_idx g, clc_idx k, clc_idx n, int chunk)
 {
-    return col[(g * ${p["K"]} + k) * ${p["N"]} + n];
+    return col[clc_at_b(g, k, n, chunk)];
 }
 </%def>
 
 <%def name="b_columns_t(p)">
 /* B(k, n) = col[g][n][k]: the column buffer read transposed (weight gradient, contraction over pixels). */
 typedef clc_real clc_b_t;
+inline clc_idx clc_at_b(clc_idx g, clc_idx k, clc_idx n, int chunk)
+{
+    return (g * ${p["N"]} + n) * ${p["K"]} + k;
+}
 inline clc_real clc_load_b(__global const clc_b_t* restrict col, clc_idx g, clc_idx k, clc_idx n, int chunk)
 {
-    return col[(g * ${p["N"]} + n) * ${p["K"]} + k];
+    return col[clc_at_b(g, k, n, chunk)];
 }
 </%def>
 

@@ -108,6 +108,107 @@ def test_splitk_with_vector_tiles(queue, rng):
     _run(queue, rng, LONG_CONTRACTION, "backward_weight", "splitk", {**_tile("vw4-uneven-loads"), "splits": 4})
 
 
+# -- the GPU tiles' global loads as aligned vectors (GV) ---------------------------------------------
+
+# 24 work-items; 4-wide loads of A and B.  Narrow tiles of columns: A's vectors along k need 4+ of
+# them (MIN_VECTOR_A_REUSE)
+GV_TILE = dict(zip(TILE_KEYS, (24, 8, 8, 4, 2, 2, 1, 3)))
+GV_1X1 = "n2g1c32o20i4x6k1x1s1x1p0x0d1x1"  # 24-pixel images (runs of 4 stay in one); M=20 leaves an edge tile
+GV_3X3 = "n2g1c40o8i8x8k3x3s1x1p1x1d1x1"   # the column buffer's rows in vectors
+
+
+def _vector_loads(problem, algorithm, config, device) -> int:
+    """How many of the operands of the plan's GEMM are read in vectors (the rendered casts)."""
+    from clconv import templates
+
+    sources, _ = templates.render_plan(REGISTRY[algorithm].plan(problem, config, device))
+    text = "".join(source.text for source in sources)
+    return ("4*)(a + clc_at_a" in text) + ("4*)(b + clc_at_b" in text)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("pass_", PASSES)
+def test_vector_loads_of_the_call_tensors(queue, rng, pass_, dtype):
+    if dtype == "float64" and not queue.device.double_fp_config:
+        pytest.skip(f"{queue.device.name!r} has no float64")
+    problem = Problem(geometry(GV_1X1), pass_, dtype)
+    # the data gradient's A is the weight read per tap (no vector form); its B too
+    assert _vector_loads(problem, "gemm1x1", GV_TILE, queue.device) == (0 if pass_ == "backward_data" else 2)
+    _run(queue, rng, GV_1X1, pass_, "gemm1x1", GV_TILE, dtype=dtype)
+
+
+@pytest.mark.parametrize("algorithm, pass_, vectors", [("im2col", "forward", 1), ("winograd", "backward_weight", 2)])
+def test_vector_loads_of_workspaces_under_half_storage(queue, rng, algorithm, pass_, vectors):
+    # float16 tensors are read as scalars (vload_half); im2col's column buffer and Winograd's
+    # transformed operands hold floats, and are read in vectors
+    problem = Problem(geometry(GV_3X3), pass_, "float16")
+    config = {"m": 2, **GV_TILE} if algorithm == "winograd" else GV_TILE
+    assert _vector_loads(problem, algorithm, config, queue.device) == vectors
+    _run(queue, rng, GV_3X3, pass_, algorithm, config, dtype="float16")
+
+
+def test_vector_loads_on_winograd_pieces(queue, rng):
+    # Winograd's weight gradient over 2 x 16 tiles cut in pieces of 16 and of 12 (a piece's last
+    # step partly past its end)
+    for splits in (2, 3):
+        config = {"m": 2, "splits": splits, **GV_TILE}
+        assert _vector_loads(Problem(geometry(GV_3X3), "backward_weight", "float32"), "winograd", config,
+                             queue.device) == 2
+        _run(queue, rng, GV_3X3, "backward_weight", "winograd", config)
+
+
+def test_vector_loads_refused_where_a_run_of_4_is_not_contiguous():
+    from clconv.algorithms.gemm import forward_shape, global_vectors, weight_shape
+
+    def vectors(tag, pass_="forward", dtype="float32", layout="channels_first"):
+        g = geometry(tag)
+        problem = Problem(g, pass_, dtype, layout=layout)
+        shape = forward_shape(g, "b_input_pointwise", layout=layout) if pass_ == "forward" else \
+            weight_shape(g, "b_input_pointwise_t", layout=layout)
+        return global_vectors(problem, shape, GV_TILE)
+
+    assert vectors(GV_1X1) == (True, True)
+    assert vectors(GV_1X1, "backward_weight") == (True, True)
+    assert vectors(GV_1X1, dtype="bfloat16") == (False, False)  # stored as ushort: scalar loads
+    assert vectors(STRIDED_1X1) == (False, False)                # 5 input channels; the stride's holes
+    # 25-pixel images: B's runs would cross them, and A's vectors along k need B's
+    assert vectors("n2g1c12o20i5x5k1x1s1x1p0x0d1x1") == (False, False)
+    assert vectors(GV_1X1, layout="channels_last")[1] is False
+    # one 4x6 image: 24 columns, 3 tiles of 8, too few to read A (the weight) in vectors along k
+    assert vectors("n1g1c32o20i4x6k1x1s1x1p0x0d1x1") == (False, True)
+    # 12 input channels: the weight gradient's B (along k) only beside A's vectors, which 2 tiles
+    # of columns do not get
+    assert vectors("n2g1c12o20i4x6k1x1s1x1p0x0d1x1", "backward_weight") == (False, False)
+    # split-K's A, dy's rows, beside the implicit im2col's scalar B: scalar too
+    g = geometry(LONG_CONTRACTION)
+    assert global_vectors(Problem(g, "backward_weight", "float32"),
+                          weight_shape(g, "b_input_unfold_t", ksplit=128), GV_TILE) == (False, False)
+    assert global_vectors(Problem(geometry(GV_1X1), "forward", "float32"),
+                          forward_shape(geometry(GV_1X1), "b_input_pointwise"), {**GV_TILE, "GV": 0}) == (False, False)
+
+
+def test_vector_loads_fall_back_to_scalar_loads_for_an_operand_off_alignment(queue, rng):
+    """A view starting one element into its buffer: the runner runs its scalar-load twin."""
+    from clconv import planner, reference
+    from clconv.runtime import Operand
+
+    problem = Problem(geometry(GV_1X1), "forward", "float32")
+    runner = planner.prepare(problem, REGISTRY["gemm1x1"], GV_TILE, queue)
+    assert runner.aligned == {"x": 4, "w": 4}
+    g = problem.geometry
+    x, w = (rng.standard_normal(problem.spec.shape(role, g)).astype("float32") for role in problem.spec.inputs)
+    ref = reference.run_pass("forward", g, x.astype("float64"), w.astype("float64"))
+    for shift in (0, 1, 4):
+        holder = cl_array.empty(queue, x.size + shift, "float32")
+        holder[shift:].set(x.ravel())
+        out = poisoned(queue, ref.shape)
+        operands = {"x": Operand(holder.base_data, shift), "w": Operand(cl_array.to_device(queue, w).base_data),
+                    "y": Operand(out.base_data)}
+        assert runner.misaligned(operands) == (shift % 4 != 0)
+        runner.run(queue, operands)
+        assert_matches(out.get(), ref, problem.spec.reduction_length(g))
+
+
 # -- the CPU GEMM -------------------------------------------------------------------------------------
 
 CPU = {"wm4-vn8": cpu_config(4, 8, 4), "wm8-vn16": cpu_config(8, 16, 8), "wm3-vn4": cpu_config(3, 4, 2),

@@ -211,6 +211,20 @@ def child(which: str, every_config: bool) -> int:
                      dot_config(4, 6, 8))
         note(f"{algorithm} dot products {tag}")
         runs += 1
+    # the GPU tiles' 4-wide global loads (GV; a GPU's tiles, which Oclgrind's device is not offered):
+    # edge tiles on every side of a 1x1 layer's GEMMs (24-pixel images), the column buffer's rows,
+    # Winograd's workspaces under its weight gradient
+    from clconv.algorithms.gemm import TILE_KEYS
+
+    vector_tile = dict(zip(TILE_KEYS, (24, 8, 8, 4, 2, 2, 1, 3)))
+    for tag, pass_, algorithm, config in (
+            ("n2g1c32o20i4x6k1x1s1x1p0x0d1x1", "forward", "gemm1x1", vector_tile),
+            ("n2g1c32o20i4x6k1x1s1x1p0x0d1x1", "backward_weight", "gemm1x1", vector_tile),
+            ("n2g1c40o8i8x8k3x3s1x1p1x1d1x1", "forward", "im2col", vector_tile),
+            ("n2g1c40o8i8x8k3x3s1x1p1x1d1x1", "backward_weight", "winograd", {"m": 2, **vector_tile})):
+        run_prepared(queue, rng, Problem(geometry(tag), pass_, "float32"), REGISTRY[algorithm], config)
+        note(f"{algorithm} vector loads {pass_} {tag}")
+        runs += 1
     # the CPU GEMM's column buffers (a CPU's first guess; Oclgrind's device, without vector lanes,
     # is offered the local-memory tiles): clc_im2col_rows' padded edges around a strided run, and
     # clc_im2col_t_tiles (as with 16 lanes) turning a grouped 1x1 layer's input over in full and

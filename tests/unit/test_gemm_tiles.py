@@ -41,14 +41,14 @@ def test_gpu_tiles_fill_the_compute_units():
 
 
 def test_gpu_tiles_are_valid_templates():
-    for tm, tn, _tk, wm, wn, vw, pipe in GPU_TILES + CPU_TILES:
+    for tm, tn, _tk, wm, wn, vw, pipe, gv in GPU_TILES + CPU_TILES:
         assert tm % wm == 0 and tn % wn == 0 and wm % vw == 0 and wn % vw == 0
-        assert vw in (1, 2, 4) and pipe in (0, 1)
+        assert vw in (1, 2, 4) and pipe in (0, 1) and gv in (0, 1, 2, 3)
 
 
 def test_old_tuning_entries_without_vector_width_still_run():
     old = {"TM": 64, "TN": 64, "TK": 16, "WM": 4, "WN": 4}
-    assert tile_config(old) == {**old, "VW": 1, "PIPE": 1}
+    assert tile_config(old) == {**old, "VW": 1, "PIPE": 1, "GV": 0}
 
 
 def test_cpu_devices_are_offered_the_vector_gemm_first():

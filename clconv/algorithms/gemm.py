@@ -32,9 +32,9 @@ from .base import call, source
 # (TM, TN, TK, WM, WN, VW, PIPE, GV): work-group tile M x N, contraction step TK, per-work-item block
 # WM x WN made of VW x VW sub-blocks read from local memory as VW-wide vectors, PIPE: software-
 # pipelined global loads (see templates/gemm.mako), GV: global loads as aligned 4-element vectors
-# where the operands allow (global_vectors; on an H200 0.78-0.97x the time of scalar loads on 45 of
-# 48 tile-layer pairs, the 1x1 1024->1024 layer at 45.7-47.7 TFLOP/s against cuBLAS's 50.6:
-# docs/performance.md).  The CPU tiles keep scalar loads (not measured there).
+# where the operands allow (global_vectors; on an H200 faster on 70 of 72 tile-layer pairs, median
+# 0.87x the time of scalar loads, the 1x1 1024->1024 layer at 45.9-47.7 TFLOP/s against cuBLAS's
+# 49.1: docs/performance.md).  The CPU tiles keep scalar loads (not measured there).
 TILE_KEYS = ("TM", "TN", "TK", "WM", "WN", "VW", "PIPE", "GV")
 TILE_DEFAULTS = {"VW": 1, "PIPE": 1, "GV": 0}  # what a config stored before these keys existed means
 GPU_TILES = [  # in order of preference where they waste the same (measured on an H200: docs/performance.md)

@@ -88,16 +88,22 @@ ${prelude.entry_points(self, entries)}\
                 vstore4(${value}, 0, ${tile} + ${kk} * ${stride} + ${rr});
 % endif
 </%def>
+<%def name="tile_coords(k_fast, row, width, other)">\
+## Work-item t's load i of a tile as (kk, other): `row` loads of `width` elements along the
+## operand's fast index (k where `k_fast`), the rows one after another.  The fetch and the local
+## stores decode it alike.
+% if k_fast:
+            const int kk = t % ${row} * ${width}, ${other} = t / ${row};
+% else:
+            const int ${other} = t % ${row} * ${width}, kk = t / ${row};
+% endif
+</%def>
 <%def name="fetch(kstart)">
         /* global -> registers: A ${TM}x${TK} and B ${TK}x${TN} tiles starting at k = ${kstart} */
         ${UNROLL}
         for (int i = 0; i < ${A_LOADS}; ++i) {
             const int t = lid + i * ${THREADS};
-% if a_kfast:
-            const int kk = t % ${A_ROW} * ${AV}, mm = t / ${A_ROW};
-% else:
-            const int mm = t % ${A_ROW} * ${AV}, kk = t / ${A_ROW};
-% endif
+${tile_coords(a_kfast, A_ROW, AV, "mm")}\
             const clc_idx m = m0 + mm, k = ${kstart} + kk;
 <%
     conds = []
@@ -115,11 +121,7 @@ ${prelude.entry_points(self, entries)}\
         ${UNROLL}
         for (int i = 0; i < ${B_LOADS}; ++i) {
             const int t = lid + i * ${THREADS};
-% if b_nfast:
-            const int nn = t % ${B_ROW} * ${BV}, kk = t / ${B_ROW};
-% else:
-            const int kk = t % ${B_ROW} * ${BV}, nn = t / ${B_ROW};
-% endif
+${tile_coords(not b_nfast, B_ROW, BV, "nn")}\
             const clc_idx n = n0 + nn, k = ${kstart} + kk;
 <%
     conds = []
@@ -184,11 +186,7 @@ ${fetch("k0")}
         #pragma unroll
         for (int i = 0; i < ${A_LOADS}; ++i) {
             const int t = lid + i * ${THREADS};
-% if a_kfast:
-            const int kk = t % ${A_ROW} * ${AV}, mm = t / ${A_ROW};
-% else:
-            const int mm = t % ${A_ROW} * ${AV}, kk = t / ${A_ROW};
-% endif
+${tile_coords(a_kfast, A_ROW, AV, "mm")}\
 % if not A_EXACT:
             if (t < ${A_COUNT})
 % endif
@@ -199,11 +197,7 @@ ${local_store("a_tile", "a_next[i]", "kk", "mm", A_STRIDE, AV, a_kfast)}
         #pragma unroll
         for (int i = 0; i < ${B_LOADS}; ++i) {
             const int t = lid + i * ${THREADS};
-% if b_nfast:
-            const int nn = t % ${B_ROW} * ${BV}, kk = t / ${B_ROW};
-% else:
-            const int kk = t % ${B_ROW} * ${BV}, nn = t / ${B_ROW};
-% endif
+${tile_coords(not b_nfast, B_ROW, BV, "nn")}\
 % if not B_EXACT:
             if (t < ${B_COUNT})
 % endif

@@ -22,33 +22,39 @@ DEFAULT = [
 ]
 
 
+def heuristic_gemm_passes(specs, device):
+    """(spec, layer, pass, problem, algorithm, config) for each float32 layer-pass of ``specs``
+    whose heuristic choice is a GEMM tile (also docs/perf/gemm_tile_order.py's rows)."""
+    for spec in specs:
+        for layer in shapes.resolve_layers(spec, None):
+            for pass_ in ("forward", "backward_data", "backward_weight"):
+                problem = Problem(layer.geometry, pass_, "float32")
+                algorithm, config = planner.candidates(problem, device)[0]
+                if "TM" in config:
+                    yield spec, layer, pass_, problem, algorithm, config
+
+
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 and sys.argv[1].endswith(".json") else None
     specs = [a for a in sys.argv[1:] if a != out] or DEFAULT
     q = clconv.default_queue()
     prof = runtime.profiling_queue(q)
     rows = []
-    for spec in specs:
-        for layer in shapes.resolve_layers(spec, None):
-            for pass_ in ("forward", "backward_data", "backward_weight"):
-                problem = Problem(layer.geometry, pass_, "float32")
-                algorithm, config = planner.candidates(problem, q.device)[0]
-                if "TM" not in config:
-                    continue
-                best = {}
-                for _ in range(ROUNDS):
-                    for mode in (0, 1, 2, 3):
-                        runner = planner.prepare(problem, algorithm, {**config, "GV": mode}, q)
-                        ops = runtime.random_operands(problem, prof)
-                        ms = 1e3 * runtime.time_runner(runner, prof, ops, 20)
-                        best[mode] = min(best.get(mode, ms), ms)
-                plan = algorithm.plan(problem, config, q.device)
-                row = {"layer": layer.label, "pass": pass_, "algorithm": algorithm.name, "config": config,
-                       "ms": best, "calls": len(plan.calls)}
-                rows.append(row)
-                print(f"{layer.label[:34]:34s} {pass_:16s} {algorithm.name:14s} "
-                      + " ".join(f"GV{m} {best[m]:.4f}" for m in best)
-                      + "  ratios " + " ".join(f"{best[m] / best[0]:.2f}" for m in (1, 2, 3)), flush=True)
+    for _spec, layer, pass_, problem, algorithm, config in heuristic_gemm_passes(specs, q.device):
+        best = {}
+        for _ in range(ROUNDS):
+            for mode in (0, 1, 2, 3):
+                runner = planner.prepare(problem, algorithm, {**config, "GV": mode}, q)
+                ops = runtime.random_operands(problem, prof)
+                ms = 1e3 * runtime.time_runner(runner, prof, ops, 20)
+                best[mode] = min(best.get(mode, ms), ms)
+        plan = algorithm.plan(problem, config, q.device)
+        row = {"layer": layer.label, "pass": pass_, "algorithm": algorithm.name, "config": config,
+               "ms": best, "calls": len(plan.calls)}
+        rows.append(row)
+        print(f"{layer.label[:34]:34s} {pass_:16s} {algorithm.name:14s} "
+              + " ".join(f"GV{m} {best[m]:.4f}" for m in best)
+              + "  ratios " + " ".join(f"{best[m] / best[0]:.2f}" for m in (1, 2, 3)), flush=True)
     if out:
         with open(out, "w") as handle:
             json.dump(rows, handle, indent=1)

@@ -88,14 +88,18 @@ def heuristic_order(problem: Problem, device: cl.Device) -> list[str]:
     if not is_gpu(device):
         return _cpu_heuristic_order(problem, device)
     order = []
-    blocks = _grouped_weight_blocks(problem)
-    if blocks and g.cout_per_group < GROUPED_WGRAD_ROWS:
-        # a grouped weight gradient with fewer output channels per group than the smallest GEMM
-        # tile's rows leaves most of split-K's and Winograd's tiles empty, where direct's blocks keep
-        # every (output, input channel, tap) sum of a block in registers over a slice of batch x
-        # pixels.  On an H200 over 15 grouped layers (4-16 channels a group, 1D/2D/3D, strided,
-        # batch 1-32) they ran in 0.12-0.38x the other algorithms' best kernel time and 0.05-0.25x
-        # cuDNN's (channels-last 0.08-0.79x the others'; docs/perf/h200-grouped-candidates*.json)
+    blocks = _weight_blocks_first(problem)
+    if blocks and g.cout_per_group < WEIGHT_BLOCK_ROWS:
+        # a weight gradient with fewer output channels (per group) than the smallest GEMM tile's
+        # rows leaves most of split-K's and Winograd's tiles empty, where direct's blocks keep every
+        # (output, input channel, tap) sum of a block in registers over a slice of batch x pixels.
+        # On an H200 over 15 grouped layers (4-16 channels a group, 1D/2D/3D, strided, batch 1-32)
+        # they ran in 0.12-0.38x the other algorithms' best kernel time and 0.05-0.25x cuDNN's
+        # (channels-last 0.08-0.79x the others'; docs/perf/h200-grouped-candidates*.json).  One
+        # group is the same GEMM: in the H200 tuning runs of 2026-12-03 (docs/perf/heuristic_check.py)
+        # they ran ungrouped weight gradients of 16-24 output channels (1x1 32 -> 16 at 112x112, 3x3
+        # 24 -> 24, 3x3x3 16 -> 16) in 0.44-0.69x split-K's time, the best candidate on each; a
+        # 5x5 16 -> 32 (to Winograd, which tuning picked, first at 32) in 0.96x
         order.append("direct")
     if _winograd_pays(problem, device):
         # 2.25-4x fewer multiplies (2.8-4.6x for 5x5): tuning picks it for 3x3 and 5x5 stride-1
@@ -149,18 +153,18 @@ FEW_ROWS = 16
 # 3x3x3 layer at 64 channels (1728), 1.12x implicit_gemm's time.
 LONG_GATHER = 768
 
-# Output channels per group of a grouped weight gradient that direct's blocks serve first on GPUs
-# below this (the smallest GEMM tile's rows: every split-K and Winograd tile has empty rows), and
-# up to it after Winograd.
-GROUPED_WGRAD_ROWS = 32
+# Output channels per group of a weight gradient that direct's blocks serve first on GPUs below
+# this (the smallest GEMM tile's rows: every split-K and Winograd tile has empty rows), and up to
+# it after Winograd.
+WEIGHT_BLOCK_ROWS = 32
 
 
-def _grouped_weight_blocks(problem: Problem) -> bool:
-    """Whether a grouped (not depthwise) weight gradient has at most GROUPED_WGRAD_ROWS output
-    channels per group and a channel block of direct's fits its registers (direct.weight_blocks)."""
+def _weight_blocks_first(problem: Problem) -> bool:
+    """Whether a (not depthwise) weight gradient has at most WEIGHT_BLOCK_ROWS output channels per
+    group and a channel block of direct's fits its registers (direct.weight_blocks)."""
     g = problem.geometry
-    return (problem.pass_ == "backward_weight" and g.groups > 1 and not g.is_depthwise
-            and g.cout_per_group <= GROUPED_WGRAD_ROWS and bool(weight_blocks(problem)))
+    return (problem.pass_ == "backward_weight" and not g.is_depthwise
+            and g.cout_per_group <= WEIGHT_BLOCK_ROWS and bool(weight_blocks(problem)))
 
 
 def _gemm_rows(problem: Problem) -> int:

@@ -311,7 +311,12 @@ def column_blocks(m: int, n: int, k: int, tile: tuple, fit: limits.Limits, items
     return blocks
 
 
-def gemm_tiles(m: int, n: int, fit: limits.Limits, itemsize: int, limit: int = 4, groups: int = 1,
+# The weight of a block's local-memory loads per FMA against the waste, for plain matrices (gemm_tiles)
+LOCAL_LOAD_WEIGHT = 2.0
+TILE_CANDIDATES = 4  # tiles an algorithm offers per GEMM (and tuning measures), best guess first
+
+
+def gemm_tiles(m: int, n: int, fit: limits.Limits, itemsize: int, limit: int = TILE_CANDIDATES, groups: int = 1,
                vector_first: bool = True, layout: str = CHANNELS_FIRST, plain: bool = False, k: int = 0) -> list[dict]:
     """Tiles that fit the device, best guess first: least work wasted on the matrix edges, enough
     work-groups to fill every compute unit (on a GPU), then (``plain``: A and B are plain matrices,
@@ -335,13 +340,18 @@ def gemm_tiles(m: int, n: int, fit: limits.Limits, itemsize: int, limit: int = 4
             waste *= max(1.0, units / count)
         return waste
 
-    def block(tile) -> int:
-        # an 8x8 block does 64 FMAs per 16 local loads where 8x4 does 32 per 12: on Winograd's
-        # workspace GEMMs (an H200) the 8x8 tiles won every tie of waste, by up to 17%; the
-        # convolution views' loads decode indexes, and there the table's order stands
-        return -tile[3] * tile[4] if plain else 0
+    def local_loads(tile) -> float:
+        # Plain matrices (``plain``): a WM x WN block reads WM + WN values from local memory per WM x WN
+        # FMAs, and that cost weighs beside the waste: an 8x8 block does 64 FMAs per 16 loads where
+        # 8x4 does 32 per 12.  On an H200 a 128x64 tile ran a 1x1 1024 -> 1024 layer at 45.9 TFLOP/s
+        # with 8x8 blocks and 39.5 with 8x4 (docs/performance.md), 1 + LOCAL_LOAD_WEIGHT x loads per
+        # FMA; over 53 Winograd forward and data-gradient passes, every tile timed, this weighting
+        # picked tiles 1.040x the best (the waste first, blocks as ties: 1.061x).  The convolution
+        # views' loads decode indexes, which costs more than the local loads: there the table's
+        # order stands (weighting them made those choices worse)
+        return 1 + LOCAL_LOAD_WEIGHT * (tile[3] + tile[4]) / (tile[3] * tile[4]) if plain else 1
 
-    tiles.sort(key=lambda tile: (cost(tile), block(tile)))  # stable: equal keys keep the table's order
+    tiles.sort(key=lambda tile: cost(tile) * local_loads(tile))  # stable: equal keys keep the table's order
     configs = [dict(zip(TILE_KEYS, t)) for t in tiles]
     if not gpu:
         # no local memory, no barriers: what PoCL runs fastest (docs/performance.md); the

@@ -45,7 +45,7 @@ from __future__ import annotations
 from .. import limits, settings
 from ..plan import CHANNELS_FIRST, LAYOUTS, Arg, Plan, Problem, rounded
 from .base import Algorithm, call, epilogue_args, source
-from .gemm import GemmShape, gemm_calls, gemm_tiles, tile_config, tile_extent
+from .gemm import GPU_TILES, TILE_CANDIDATES, GemmShape, gemm_calls, gemm_tiles, tile_config, tile_extent
 from .splitk import SplitK
 
 # The transform matrices (B^T, G, A^T) of F(MxM, RxR) by (M, R), from the interpolation points 0, 1,
@@ -234,19 +234,21 @@ class Winograd(Algorithm):
         # the weight gradient's pieces supply the parallelism (as split-K's): tiles by edge waste,
         # then the piece count that brings the work-groups nearest to filling the device
         out = []
-        # (on a CPU the GEMM without local memory first: it ran in 0.25-0.8x a local-memory tile's time there)
+        # (on a CPU the GEMM without local memory first: it ran in 0.25-0.8x a local-memory tile's time
+        # there.)  On a GPU every tile, ranked below, and the first TILE_CANDIDATES of them
         for tile in gemm_tiles(shape.M, shape.N, fit, problem.itemsize, groups=1 << 20, layout=CHANNELS_FIRST,
-                               vector_first=not fit.gpu, plain=True):
+                               vector_first=not fit.gpu, limit=len(GPU_TILES) if fit.gpu else TILE_CANDIDATES):
             splits = self._splits(problem, conv, shape, tile, device)
             if splits:
                 out.append({"m": m, **tile, "splits": splits})
         if fit.gpu:
-            # Where the pieces fill the device, the smaller work-group among tiles that waste the same
-            # and block alike (split-K's rank): the 128 x 128 GEMMs of a 5x5 128-channel layer ran in
-            # 0.75x the time on 64 x 64 tiles (5 pieces) as on 64 x 128 (an H200, docs/performance.md).
-            # Unsplit, the tiles alone fill it, and the order stays (64 x 128 won there).
+            # Split-K's rank: the least waste, the larger register block, and where the pieces fill the
+            # device the smaller work-group among tiles that waste the same and block alike: the
+            # 128 x 128 GEMMs of a 5x5 128-channel layer ran in 0.75x the time on 64 x 64 tiles (5
+            # pieces) as on 64 x 128 (an H200, docs/performance.md).  Unsplit, the tiles alone fill
+            # it, and the order stays (64 x 128 won there).
             out.sort(key=lambda config: SplitK.tile_rank(shape.M, shape.N, config, pieces=config["splits"] > 1))
-        return out
+        return out[:TILE_CANDIDATES]
 
     def _splits(self, problem: Problem, conv: dict, shape: GemmShape, tile: dict, device) -> int:
         """The weight gradient's piece count for ``tile``: one, or one of split-K's cuts, whichever

@@ -14,9 +14,11 @@ layers.  The rules of 2026-12-02 were written looking at the first five (``h200-
 and ``h200-holdout-layers.txt`` among them); ``h200-validation-layers.txt`` was written and tuned
 after them, and judged them: 1.082x the best there (worst 1.54x), against 1.067x on the five.
 ``h200-winograd-kernels-layers.txt`` (5x5 and dilated layers) was written before Winograd served
-them, and tuned with the earlier lists' such rows re-tuned: 1.050x over all 234 layer-passes
-(worst 1.53x), against 1.198x with the planner before.  A stored row whose layer-pass a later run
-re-tuned (``RETUNED``) is judged on that run's times.
+them.  The tuning runs (``h200-tune-vectors-*.json``, 2026-12-03) time every candidate with the GEMM
+core's vector loads (config key GV); the runs before them (``h200-candidates-*.json``) had scalar
+loads.  ``ALL_TILES`` adds every GEMM tile of the heuristic's algorithm on five of the sets, so
+the best is the best of all that was timed, and the tuning run's winner (what ``clconv tune``
+stores) is reported beside it.
 """
 import argparse
 import json
@@ -31,30 +33,35 @@ from clconv.tools import devices, shapes
 HERE = Path(__file__).parent
 SMALL = "mb1ic256ih14oc256oh14kh3ph1 mb8ic512ih28oc256oh14kh1sh2ph0 mb1ic512ih7oc512oh7kh3ph1 mb16ic64ih128oc64oh128kh3ph1"
 SETS = {  # name: (shape specs, batch override, tuning run)
-    "gpu": (["gpu"], None, "h200-candidates-gpu.json"),
-    "vgg11 batch 8": (["shapes_vgg_11"], 8, "h200-candidates-vgg11.json"),
-    "small": (SMALL.split(), None, "h200-candidates-small.json"),
-    "unseen": ([str(HERE / "h200-unseen-layers.txt")], None, "h200-candidates-unseen.json"),
-    "holdout": ([str(HERE / "h200-holdout-layers.txt")], None, "h200-candidates-holdout.json"),
-    "validation": ([str(HERE / "h200-validation-layers.txt")], None, "h200-candidates-validation.json"),
-    "winograd kernels": ([str(HERE / "h200-winograd-kernels-layers.txt")], None, "h200-candidates-kernels.json"),
+    "gpu": (["gpu"], None, "h200-tune-vectors-gpu.json"),
+    "vgg11 batch 8": (["shapes_vgg_11"], 8, "h200-tune-vectors-vgg11.json"),
+    "small": (SMALL.split(), None, "h200-tune-vectors-small.json"),
+    "unseen": ([str(HERE / "h200-unseen-layers.txt")], None, "h200-tune-vectors-unseen.json"),
+    "holdout": ([str(HERE / "h200-holdout-layers.txt")], None, "h200-tune-vectors-holdout.json"),
+    "validation": ([str(HERE / "h200-validation-layers.txt")], None, "h200-tune-vectors-validation.json"),
+    "winograd kernels": ([str(HERE / "h200-winograd-kernels-layers.txt")], None, "h200-tune-vectors-kernels.json"),
 }
 
-# Later tuning runs (shape spec, tuning run) whose rows replace the stored sets' rows of the same
-# geometry and pass: they time candidates that did not exist when a set was tuned.  The grouped
-# layers' run (2026-12-02, eighth session: direct's weight-gradient blocks) re-tunes ResNeXt's 32
-# groups of 8 at batch 32 (the first list) and the 64-group 3x3 layer (the third list).
-RETUNED = [(str(HERE / "h200-grouped-layers.txt"), "h200-grouped-tune.json")]
+# A run that timed every GEMM tile of the heuristic's algorithm (docs/perf/gemm_all_tiles.py, on the
+# sets gpu, vgg11 batch 8, small, unseen and winograd kernels): its times fill in the configs the
+# tuning runs did not time (tuning times each algorithm's first few), scaled onto the tuning run's
+# clock by the geometric mean of the ratios of the configs both timed (a few percent run to run).
+ALL_TILES = "h200-all-tiles-a.json"
 
 
-def retuned_times() -> dict:
-    """(geometry tag, pass) -> the candidates' times of the RETUNED runs."""
-    out = {}
-    for spec, path in RETUNED:
-        geometry = {layer.label: layer.geometry for layer in shapes.resolve_layers(spec)}
-        for row in json.loads((HERE / path).read_text())["tuned"]:
-            out[geometry[row["layer"]].tag(), row["pass"]] = row["times_ms"]
-    return out
+def all_tiles_times() -> dict:
+    """(set name, layer, pass) -> {config label: ms} of the ALL_TILES run."""
+    return {(row["set"], row["layer"], row["pass"]): row["times_ms"]
+            for row in json.loads((HERE / ALL_TILES).read_text())}
+
+
+def merged(times: dict, extra: dict | None) -> dict:
+    """``times`` with the configs only ``extra`` timed, scaled by the configs both timed."""
+    shared = [k for k in times if k in (extra or {})]
+    if not shared:
+        return times
+    scale = math.exp(sum(math.log(times[k] / extra[k]) for k in shared) / len(shared))
+    return {**{k: round(v * scale, 4) for k, v in extra.items()}, **times}
 
 
 def h200():
@@ -63,30 +70,30 @@ def h200():
     return devices.H200.stand_in()
 
 
-def judge(specs: list[str], batch, run: dict, device) -> list[dict]:
-    """For each layer-pass of ``run``: the heuristic's first candidate, its time and the best's."""
+def judge(specs: list[str], batch, run: dict, device, extra: dict | None = None) -> list[dict]:
+    """For each layer-pass of ``run``: the heuristic's first candidate, its time and the best's
+    (``extra``: (layer, pass) -> more configs' times, merged in)."""
     geometry = {}
     for spec in specs:
         for layer in shapes.resolve_layers(spec, batch):
             geometry[layer.label] = layer.geometry
     rows = []
-    retuned = retuned_times()
     for row in run["tuned"]:
         problem = Problem(geometry[row["layer"]], row["pass"], "float32")
-        times = retuned.get((problem.geometry.tag(), row["pass"]), row["times_ms"])
+        times = merged(row["times_ms"], (extra or {}).get((row["layer"], row["pass"])))
         best = min(times, key=times.get)
         algorithm, config = candidates(problem, device)[0]
-        # the stored runs time the GEMM tiles with scalar global loads (before config key GV): a
-        # tile is judged by that time, as if the vector loads sped every tile up alike
-        key = label(algorithm, {k: v for k, v in config.items() if k != "GV"})
+        key = label(algorithm, config)
         timed = key in times
         if not timed:  # a config the run did not time: its algorithm's fastest that it did
             same = [k for k in times if k.split(" ")[0] == algorithm.name]
             if not same:
                 continue
             key = min(same, key=times.get)
+        tuned = min(row["times_ms"].values())  # what `clconv tune` would have picked
         rows.append({"layer": row["layer"], "pass": row["pass"], "chosen": key, "timed": timed, "ms": times[key],
-                     "best": best, "best_ms": times[best], "ratio": times[key] / times[best]})
+                     "best": best, "best_ms": times[best], "ratio": times[key] / times[best],
+                     "vs_tuned": times[key] / tuned})
     return rows
 
 
@@ -106,6 +113,7 @@ def report(name: str, rows: list[dict], show_rows: bool) -> None:
               f"{r['ms']:7.3f} ms {r['ratio']:5.2f}x the best ({r['best'].split(' ')[0]}, {r['best_ms']:.3f} ms)")
     ratios = [r["ratio"] for r in rows]
     print(f"{name:14s} {len(ratios):3d} layer-passes: the heuristic's first candidate {geomean(ratios):.3f}x the best "
+          f"({geomean(r['vs_tuned'] for r in rows):.3f}x the tuning run's winner) "
           f"(worst {max(ratios):.2f}x; {sum(x > 1.10 for x in ratios)} over 1.10x; "
           f"{sum(not r['timed'] for r in rows)} configs untimed, read as their algorithm's fastest)")
 
@@ -119,12 +127,15 @@ def main():
     with_workspace_limit()
     sets = {spec: ([spec], None, path) for spec, path in (r.split("=", 1) for r in args.runs)} if args.runs else SETS
     everything = []
+    extra = all_tiles_times() if not args.runs else {}
     for name, (specs, batch, path) in sets.items():
         run = json.loads((HERE / path if not Path(path).exists() else Path(path)).read_text())
-        rows = judge(specs, batch, run, device)
+        rows = judge(specs, batch, run, device, {(layer, pass_): t for (n, layer, pass_), t in extra.items() if n == name})
         report(name, rows, args.rows)
-        everything += [r["ratio"] for r in rows]
-    print(f"{'all':14s} {len(everything):3d} layer-passes: {geomean(everything):.3f}x the best (worst {max(everything):.2f}x)")
+        everything += rows
+    ratios = [r["ratio"] for r in everything]
+    print(f"{'all':14s} {len(ratios):3d} layer-passes: {geomean(ratios):.3f}x the best (worst {max(ratios):.2f}x), "
+          f"{geomean(r['vs_tuned'] for r in everything):.3f}x the tuning runs' winners")
 
 
 if __name__ == "__main__":

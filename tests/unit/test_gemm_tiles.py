@@ -40,6 +40,20 @@ def test_gpu_tiles_fill_the_compute_units():
     assert odd[0]["TN"] == 64 or (128 * 700 + 64) % odd[0]["TN"] == 0
 
 
+def test_plain_matrices_weigh_local_loads_against_waste():
+    def first(m, plain):
+        tile = gemm_tiles(m, 128 * 1024, _fake_gpu(), 4, plain=plain)[0]
+        return tile["TM"], tile["TN"], tile["WM"], tile["WN"]
+    # every tile divides 128 rows: convolution views keep the table's first (8x4 blocks), plain
+    # matrices (Winograd's workspaces) take the first 8x8 block (16 local loads per 64 FMAs)
+    assert first(128, plain=False) == GPU_TILES[0][:2] + GPU_TILES[0][3:5]
+    assert first(128, plain=True)[2:] == (8, 8)
+    # 32 rows: a 64-row tile does twice the work, more than its blocks save; among the 32-row tiles
+    # the 4x4 block (8 local loads per 16 FMAs, 2x4: 6 per 8) on plain matrices, the table's order else
+    assert first(32, plain=True) == (32, 32, 4, 4)
+    assert first(32, plain=False) == (32, 64, 2, 4)
+
+
 def test_gpu_tiles_are_valid_templates():
     for tm, tn, _tk, wm, wn, vw, pipe, gv in GPU_TILES + CPU_TILES:
         assert tm % wm == 0 and tn % wn == 0 and wm % vw == 0 and wn % vw == 0

@@ -1,0 +1,93 @@
+"""Every GPU tile of the GEMM core on the layer-passes of the heuristic check's seven sets: for each
+layer-pass whose heuristic choice (``planner.candidates``' first) is a GEMM-tiled algorithm, that
+algorithm's configuration with each tile of GPU_TILES in its place (the other keys as the algorithm
+derives them for that tile: split-K's and Winograd's piece counts; Winograd both of its tile sizes),
+kernel time from profiling events, the median of TUNE_REPEATS, built eight at a time as tuning does.
+The data to judge a tile order against (docs/perf/heuristic_check.py judges only what tuning timed,
+the first four tiles of each algorithm).
+
+    python docs/perf/gemm_all_tiles.py OUT.json [SET...]       on the GPU machine (SET: heuristic_check's names)
+"""
+import json
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import heuristic_check  # docs/perf/, beside this script
+
+import clconv
+from clconv import limits, planner, runtime
+from clconv.algorithms import gemm, im2col, implicit_gemm, splitk, winograd
+from clconv.plan import Problem
+from clconv.tools import shapes
+
+
+def every_tile(original):
+    """``gemm_tiles`` with every GPU tile that fits, in its order (no limit)."""
+    def tiles(*args, **kwargs):
+        kwargs["limit"] = len(gemm.GPU_TILES)
+        return original(*args, **kwargs)
+    return tiles
+
+
+def all_configs(problem, algorithm, device):
+    """The algorithm's configurations over every tile (split-K's cut to four by its own code)."""
+    if algorithm.name == "splitk":
+        shape = gemm.weight_shape(problem.geometry, "b_input_unfold_t", layout=problem.layout)
+        tiles = gemm.gemm_tiles(shape.M, shape.N, limits.of(device), problem.itemsize, groups=1 << 20,
+                                layout=problem.layout)
+        out = []
+        for tile in tiles:
+            cuts = algorithm.splits_for(problem, device, tile)
+            if cuts:
+                out.append({**tile, "splits": cuts[0]})
+        return out
+    return algorithm.configs(problem, device)
+
+
+def main():
+    out, names = sys.argv[1], sys.argv[2:] or list(heuristic_check.SETS)
+    for module in (splitk, winograd, implicit_gemm, im2col):  # the algorithms' own references
+        module.gemm_tiles = every_tile(gemm.gemm_tiles)
+    heuristic_check.with_workspace_limit()
+    q = clconv.default_queue()
+    prof = runtime.profiling_queue(q)
+    rows, start = [], time.perf_counter()
+    for name in names:
+        specs, batch, _ = heuristic_check.SETS[name]
+        for spec in specs:
+            for layer in shapes.resolve_layers(spec, batch):
+                for pass_ in ("forward", "backward_data", "backward_weight"):
+                    problem = Problem(layer.geometry, pass_, "float32")
+                    algorithm, chosen = planner.candidates(problem, q.device)[0]
+                    if "TM" not in chosen:
+                        continue
+                    configs = all_configs(problem, algorithm, q.device)
+
+                    def build(config, problem=problem, algorithm=algorithm):
+                        try:
+                            planner.prepare(problem, algorithm, config, q)
+                        except Exception:  # noqa: BLE001 - timed (and reported) below
+                            pass
+                    with ThreadPoolExecutor(8) as pool:
+                        list(pool.map(build, configs))
+                    ops = runtime.random_operands(problem, prof)
+                    times = {}
+                    for config in configs:
+                        try:
+                            runner = planner.prepare(problem, algorithm, config, q)
+                            times[planner.label(algorithm, config)] = round(1e3 * runtime.time_runner(runner, prof, ops, 5), 4)
+                        except Exception as exc:  # noqa: BLE001 - a tile the layer or device refuses
+                            print(f"   {planner.label(algorithm, config)}: {type(exc).__name__}", flush=True)
+                    rows.append({"set": name, "layer": layer.label, "pass": pass_, "algorithm": algorithm.name,
+                                 "chosen": planner.label(algorithm, chosen), "times_ms": times})
+                    best = min(times.values())
+                    print(f"{time.perf_counter() - start:6.0f}s {layer.label[:30]:30s} {pass_[:8]:8s} {algorithm.name:13s} "
+                          f"{len(times):2d} tiles, chosen {times.get(planner.label(algorithm, chosen), float('nan')) / best:.2f}",
+                          flush=True)
+                    with open(out, "w") as handle:  # kept as it goes: a run cut short keeps its rows
+                        json.dump(rows, handle, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -341,17 +341,24 @@ def gemm_tiles(m: int, n: int, fit: limits.Limits, itemsize: int, limit: int = T
         return waste
 
     def local_loads(tile) -> float:
-        # Plain matrices (``plain``): a WM x WN block reads WM + WN values from local memory per WM x WN
-        # FMAs, and that cost weighs beside the waste: an 8x8 block does 64 FMAs per 16 loads where
-        # 8x4 does 32 per 12.  On an H200 a 128x64 tile ran a 1x1 1024 -> 1024 layer at 45.9 TFLOP/s
-        # with 8x8 blocks and 39.5 with 8x4 (docs/performance.md), 1 + LOCAL_LOAD_WEIGHT x loads per
-        # FMA; over 53 Winograd forward and data-gradient passes, every tile timed, this weighting
-        # picked tiles 1.040x the best (the waste first, blocks as ties: 1.061x).  The convolution
-        # views' loads decode indexes, which costs more than the local loads: there the table's
-        # order stands (weighting them made those choices worse)
-        return 1 + LOCAL_LOAD_WEIGHT * (tile[3] + tile[4]) / (tile[3] * tile[4]) if plain else 1
+        # ``plain`` (Winograd's workspace GEMMs) on a GPU: a WM x WN block reads WM + WN values from
+        # local memory per WM x WN FMAs, a cost weighed against the waste (1 + LOCAL_LOAD_WEIGHT x
+        # loads per FMA): an 8x8 block does 64 FMAs per 16 loads where 8x4 does 32 per 12.  On an
+        # H200 a 128x64 tile ran a 1x1 1024 -> 1024 layer at 45.9 TFLOP/s with 8x8 blocks and 39.5
+        # with 8x4 (docs/performance.md); over 53 Winograd forward and data-gradient passes, every
+        # tile timed (docs/perf/h200-all-tiles-a.json), the weighting picked tiles 1.040x the best
+        # (the waste alone, blocks breaking ties: 1.061x).  The other algorithms' GEMMs keep the
+        # waste and the table's order: weighted, the same run's choices got worse on every family
+        # (gemm1x1 1.13 -> 1.18x the best, implicit_gemm 1.08 -> 1.22x, im2col's column buffers
+        # 1.11 -> 1.13x at a weight of 0.5)
+        return 1 + LOCAL_LOAD_WEIGHT * (tile[3] + tile[4]) / (tile[3] * tile[4]) if plain and gpu else 1
 
-    tiles.sort(key=lambda tile: cost(tile) * local_loads(tile))  # stable: equal keys keep the table's order
+    def block(tile) -> int:
+        # on a CPU, plain matrices' ties of waste go to the larger block (as measured on PoCL before
+        # the GPU's weighting)
+        return -tile[3] * tile[4] if plain and not gpu else 0
+
+    tiles.sort(key=lambda tile: (cost(tile) * local_loads(tile), block(tile)))  # stable: ties keep the table's order
     configs = [dict(zip(TILE_KEYS, t)) for t in tiles]
     if not gpu:
         # no local memory, no barriers: what PoCL runs fastest (docs/performance.md); the

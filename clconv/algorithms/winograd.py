@@ -237,7 +237,7 @@ class Winograd(Algorithm):
         # (on a CPU the GEMM without local memory first: it ran in 0.25-0.8x a local-memory tile's time
         # there.)  On a GPU every tile, ranked below, and the first TILE_CANDIDATES of them
         for tile in gemm_tiles(shape.M, shape.N, fit, problem.itemsize, groups=1 << 20, layout=CHANNELS_FIRST,
-                               vector_first=not fit.gpu, limit=len(GPU_TILES) if fit.gpu else TILE_CANDIDATES):
+                               vector_first=not fit.gpu, plain=True, limit=len(GPU_TILES) if fit.gpu else TILE_CANDIDATES):
             splits = self._splits(problem, conv, shape, tile, device)
             if splits:
                 out.append({"m": m, **tile, "splits": splits})

@@ -98,8 +98,8 @@ def heuristic_order(problem: Problem, device: cl.Device) -> list[str]:
         # (channels-last 0.08-0.79x the others'; docs/perf/h200-grouped-candidates*.json).  One
         # group is the same GEMM: in the H200 tuning runs of 2026-12-03 (docs/perf/heuristic_check.py)
         # they ran ungrouped weight gradients of 16-24 output channels (1x1 32 -> 16 at 112x112, 3x3
-        # 24 -> 24, 3x3x3 16 -> 16) in 0.44-0.69x split-K's time, the best candidate on each; a
-        # 5x5 16 -> 32 (to Winograd, which tuning picked, first at 32) in 0.96x
+        # 24 -> 24, 3x3x3 16 -> 16) in 0.44-0.70x split-K's time, the best candidate on each; a
+        # 5x5 16 -> 32 in 0.95x (Winograd, too few channel pairs for its rule, was best there)
         order.append("direct")
     if _winograd_pays(problem, device):
         # 2.25-4x fewer multiplies (2.8-4.6x for 5x5): tuning picks it for 3x3 and 5x5 stride-1

@@ -220,9 +220,11 @@ def _winograd_pays(problem: Problem, device: cl.Device) -> bool:
     # H200, counting the direct FLOPs of the pass: the weight gradient won from 0.69 GFLOP (VGG-11's
     # conv4_1 at batch 8: a tie) and lost up to 0.47 (its conv5: 1.5x implicit_gemm's time); the
     # data gradient won from 1.1 GFLOP (0.89x im2col's) and lost up to 0.80 (1.27x).  Above the
-    # FLOPs the tiles count too.  The data gradient's GEMMs have them as columns: it lost with 98
-    # 2x2 tiles (512 channels at 14x14, batch 2: 1.12x) and won from 196 (batch 1 at 28x28: 0.81x),
-    # and once with 128 (1024 channels at 16x16, batch 2: 0.70x; left out, a single row).  The
+    # FLOPs the tiles count too.  The data gradient's GEMMs have them as columns: with the GEMM
+    # core's vector loads (the runs of 2026-12-03) it won from 98 2x2 tiles (512 channels at 14x14,
+    # batch 2: 0.92x im2col's time, where scalar loads had lost, 1.12x; 1024 at 16x16, batch 2, 128
+    # tiles: 0.63x; batch 1 at 28x28, 196: 0.83x) and lost with 49 (batch 1 at 14x14: 3x3 at 1024
+    # channels 1.12x, 5x5 at 256 1.29x), so from DATA_GRADIENT_MIN_TILES between the two.  The
     # weight gradient's contraction is the tiles: it lost with 49 (batch 1 at 14x14: 3x3 at 1024
     # channels 1.09x, 5x5 at 256 1.59x) and won from 98 (0.92x).  The forward wins at every size
     # measured (batch 1 at 7x7: 0.34x im2col's time; a batch-1 5x5 at 14x14: 0.25x)
@@ -239,7 +241,7 @@ def _winograd_pays(problem: Problem, device: cl.Device) -> bool:
 WINOGRAD_MIN_PAIR_TAPS = 2048 * 9
 WEIGHT_GRADIENT_MIN_FLOPS = 2**29
 DATA_GRADIENT_MIN_FLOPS = 2**30
-DATA_GRADIENT_MIN_TILES = 160
+DATA_GRADIENT_MIN_TILES = 96
 WEIGHT_GRADIENT_MIN_TILES = 64
 
 

@@ -319,11 +319,12 @@ TILE_CANDIDATES = 4  # tiles an algorithm offers per GEMM (and tuning measures),
 def gemm_tiles(m: int, n: int, fit: limits.Limits, itemsize: int, limit: int = TILE_CANDIDATES, groups: int = 1,
                vector_first: bool = True, layout: str = CHANNELS_FIRST, plain: bool = False, k: int = 0) -> list[dict]:
     """Tiles that fit the device, best guess first: least work wasted on the matrix edges, enough
-    work-groups to fill every compute unit (on a GPU), then (``plain``: A and B are plain matrices,
-    whose loads cost no index decoding) the larger per-work-item blocks, then the table's order of
-    preference.  On a CPU, the GEMM without local memory comes first when ``vector_first`` (else
-    after one local-memory tile); it reads rows of channels-first activations, so channels-last
-    ``layout`` gets the local-memory tiles only."""
+    work-groups to fill every compute unit (on a GPU), then the table's order of preference.
+    ``plain`` (Winograd's workspace matrices): on a GPU the blocks' local loads per FMA weigh
+    against that waste, on a CPU the larger block breaks its ties.  On a CPU, the GEMM without
+    local memory comes first when ``vector_first`` (else after one local-memory tile); it reads
+    rows of channels-first activations, so channels-last ``layout`` gets the local-memory tiles
+    only."""
     gpu = fit.gpu
     tiles = [t for t in (GPU_TILES if gpu else CPU_TILES) if _tile_fits(t, fit, itemsize)]
     if not tiles:

@@ -31,11 +31,13 @@ def every_tile(original):
 
 
 def all_configs(problem, algorithm, device):
-    """The algorithm's configurations over every tile (split-K's cut to four by its own code)."""
+    """The algorithm's configurations over every tile (split-K's, which its own code cuts to four,
+    each tile with its best piece count; the stored run h200-all-tiles-a.json predates the
+    ``limit`` here and has split-K's first four tiles only)."""
     if algorithm.name == "splitk":
         shape = gemm.weight_shape(problem.geometry, "b_input_unfold_t", layout=problem.layout)
         tiles = gemm.gemm_tiles(shape.M, shape.N, limits.of(device), problem.itemsize, groups=1 << 20,
-                                layout=problem.layout)
+                                layout=problem.layout, limit=len(gemm.GPU_TILES))
         out = []
         for tile in tiles:
             cuts = algorithm.splits_for(problem, device, tile)

@@ -12,8 +12,8 @@ from .. import limits, settings
 from ..plan import LAYOUTS, Plan, Problem, rounded
 from .base import Algorithm
 from .gemm import (
-    GPU_TILES, edge_waste, gemm_calls, gemm_tiles, is_cpu_config, tile_config, tile_extent, vector_first, weight_shape,
-    work_items,
+    GPU_TILES, TILE_CANDIDATES, edge_waste, gemm_calls, gemm_tiles, is_cpu_config, tile_config, tile_extent,
+    vector_first, weight_shape, work_items,
 )
 from .reduce import splitk_sum
 
@@ -129,7 +129,7 @@ class SplitK(Algorithm):
             taps = problem.geometry.kernel_volume > 1
             tiles.sort(key=lambda tile: self.tile_rank(shape.M, shape.N, tile, taps=taps))
         out = []
-        for tile in tiles[:4]:
+        for tile in tiles[:TILE_CANDIDATES]:
             splits = self.splits_for(problem, device, tile)
             if splits:
                 out.append({**tile, "splits": splits[0]})

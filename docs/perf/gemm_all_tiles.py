@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 import heuristic_check  # docs/perf/, beside this script
 
 import clconv
-from clconv import limits, planner, runtime
+from clconv import planner, runtime
 from clconv.algorithms import gemm, im2col, implicit_gemm, splitk, winograd
 from clconv.plan import Problem
 from clconv.tools import shapes
@@ -30,27 +30,13 @@ def every_tile(original):
     return tiles
 
 
-def all_configs(problem, algorithm, device):
-    """The algorithm's configurations over every tile (split-K's, which its own code cuts to four,
-    each tile with its best piece count; the stored run h200-all-tiles-a.json predates the
-    ``limit`` here and has split-K's first four tiles only)."""
-    if algorithm.name == "splitk":
-        shape = gemm.weight_shape(problem.geometry, "b_input_unfold_t", layout=problem.layout)
-        tiles = gemm.gemm_tiles(shape.M, shape.N, limits.of(device), problem.itemsize, groups=1 << 20,
-                                layout=problem.layout, limit=len(gemm.GPU_TILES))
-        out = []
-        for tile in tiles:
-            cuts = algorithm.splits_for(problem, device, tile)
-            if cuts:
-                out.append({**tile, "splits": cuts[0]})
-        return out
-    return algorithm.configs(problem, device)
-
-
 def main():
     out, names = sys.argv[1], sys.argv[2:] or list(heuristic_check.SETS)
     for module in (splitk, winograd, implicit_gemm, im2col):  # the algorithms' own references
         module.gemm_tiles = every_tile(gemm.gemm_tiles)
+    # split-K and Winograd's weight gradient rank every tile, then keep the first TILE_CANDIDATES:
+    # keep them all (the stored run h200-all-tiles-a.json had split-K's first four only)
+    splitk.TILE_CANDIDATES = winograd.TILE_CANDIDATES = len(gemm.GPU_TILES)
     heuristic_check.with_workspace_limit()
     q = clconv.default_queue()
     prof = runtime.profiling_queue(q)
@@ -64,7 +50,7 @@ def main():
                     algorithm, chosen = planner.candidates(problem, q.device)[0]
                     if "TM" not in chosen:
                         continue
-                    configs = all_configs(problem, algorithm, q.device)
+                    configs = algorithm.configs(problem, q.device)
 
                     def build(config, problem=problem, algorithm=algorithm):
                         try:

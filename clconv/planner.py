@@ -116,6 +116,8 @@ def heuristic_order(problem: Problem, device: cl.Device) -> list[str]:
         # the weight gradient's GEMM is small (C_out x C_in*taps) with a long contraction: without
         # a split it runs a handful of work-groups (measured 15x slower on an H200 for a 1x1 layer)
         order.append("splitk")
+    if _strided_pointwise_data_to_columns(problem):
+        order.append("im2col")
     if g.is_pointwise:
         order.append("gemm1x1")
     if g.is_depthwise and problem.pass_ == "backward_weight":
@@ -152,6 +154,25 @@ FEW_ROWS = 16
 # up to 576 (3x3 at 24-64 channels, 1D k3 at 128); 768 (1D k3 at 256) was a tie.  One miss: a
 # 3x3x3 layer at 64 channels (1728), 1.12x implicit_gemm's time.
 LONG_GATHER = 768
+
+def _strided_pointwise_data_to_columns(problem: Problem) -> bool:
+    """Whether the data gradient of a strided 1x1 layer (channels-first) takes im2col before gemm1x1.
+
+    Both run the same GEMM, W^T dy over the output pixels.  gemm1x1 stores it straight into dx
+    (``c_nchw_scatter``: each value and the zeros of its stride block, s^2 stores a work-item, the
+    lanes of a warp 2-4 columns and so 4-8 pixels apart); im2col stores the column buffer and
+    col2im writes dx in a second, coalesced launch.  On an H200 (docs/perf/h200-tune-strided-1x1.json,
+    9 layers: ResNet's projection shortcuts at batch 1-32, a stride-3 and a 1D layer) im2col's best
+    tile ran in 0.63-0.98x gemm1x1's best on the 7 layers contracting over 128-2048 output channels;
+    gemm1x1's best in 0.74x and 0.87x im2col's on two 2D layers contracting over 64 and 128, but
+    with a 32 x 64 tile that gemm_tiles does not put first there.  Each algorithm's first tile, as
+    the heuristic runs them: gemm1x1 0.97-1.72x im2col's time, 1.31x over the 9, so im2col comes
+    first for all.  Channels-last
+    keeps its order (unmeasured)."""
+    g = problem.geometry
+    return (problem.pass_ == "backward_data" and g.is_pointwise and max(g.stride) > 1
+            and problem.layout == CHANNELS_FIRST)
+
 
 # Output channels per group of a weight gradient that direct's blocks serve first on GPUs below
 # this (the smallest GEMM tile's rows: every split-K and Winograd tile has empty rows), and up to

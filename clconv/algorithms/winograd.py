@@ -86,10 +86,22 @@ SIDES = {3: (2, 4), 5: (2, 3)}
 # and (2x2 tiles) where the GPU heuristic takes the weight and data gradients to Winograd at all
 # (planner._winograd_pays).
 MIN_TILES = 256
-# The fewest 4x4 tiles for F(4x4, 3x3) first in the forward and data gradient: at batch 1 (4 and 16
-# tiles at 7x7 and 14x14) F(2x2, 3x3) ran in 0.7-1.0x its time; from 32, F(4x4) won 6 of the 7
-# layer-passes measured, by 5-33%, and lost one by 8% (7x7x512 at batch 32, 128 tiles).
+# The fewest 4x4 tiles for F(4x4, 3x3) first in the forward and data gradient on a CPU: at batch 1
+# (4 and 16 tiles at 7x7 and 14x14) F(2x2, 3x3) ran in 0.7-1.0x its time.
 F4_MIN_TILES = 32
+# On a GPU, by kernel side: the fewest tiles of the larger side for it to come first in the forward
+# and data gradient, and the fewest 2x2 tiles for F(4x4, 3x3) first in the weight gradient.  With
+# the GEMM core's vector loads (H200 tuning runs of 2026-12-03, docs/perf/heuristic_check.py), over
+# 22 3x3 forward and data-gradient passes of 32-128 4x4 tiles F(2x2, 3x3) ran in 0.85-0.99x F(4x4)'s
+# time at 32-64 tiles (512-1024 channels; a tie at 160-256), and F(4x4) in 0.80-0.90x F(2x2)'s at
+# 128 tiles (a tie at 13x13): the larger tile's 36 GEMMs over 2.25x the transformed weights pay
+# only where their columns are many.  A 5x5 kernel's larger tile adds fewer positions (49 against
+# 36) for as large a saving (5.4 multiplies per output against 9): F(3x3, 5x5) won at every count
+# measured, down to 25 tiles (batch 1 at 14x14: 0.93x F(2x2, 5x5)'s time).  The weight gradient's
+# F(4x4, 3x3) ran in 0.91x F(2x2)'s time from 98 2x2 tiles (batch 2 at 14x14 and 16x16; a tie at
+# 196), in 0.61-0.95x on the 32 layers with 256 and more.
+GPU_LARGE_FIRST_MIN_TILES = {3: 128, 5: 1}
+GPU_F4_WEIGHT_MIN_TILES = 96
 
 
 # Tiles (filters) per work-item of the transforms on a CPU with vector lanes, as the lanes of vectors:
@@ -199,22 +211,27 @@ class Winograd(Algorithm):
             reason = "no GEMM tile fits the device's work-group and local memory limits"
         return reason
 
-    def sides(self, problem: Problem) -> tuple[int, ...]:
+    def sides(self, problem: Problem, device) -> tuple[int, ...]:
         """The tile sides M in the order their configs come.  The larger tile (F(4x4, 3x3): 4x fewer
         multiplies than a direct sum and 2.25x fewer workspace bytes than F(2x2, 3x3); F(3x3, 5x5):
         5.4 multiplies per output against F(2x2, 5x5)'s 9, 0.6x its bytes) comes first where its
-        GEMMs are not starved: the forward's and data gradient's from F4_MIN_TILES tiles of the
-        larger side (their GEMMs' columns), the weight gradient's from MIN_TILES 2x2 tiles (where
-        the GPU heuristic runs it at all: its contraction).  With fewer, the smaller tiles' 2.25-4x
-        more tiles fill the device better (measured on an H200, docs/performance.md); F(2x2, 3x3)'s
-        constants are halves, so small-integer data also give exact results there."""
-        small, large = SIDES[kernel_side(problem)]
+        GEMMs are not starved: in the forward and data gradient from a count of the larger side's
+        tiles (their GEMMs' columns: F4_MIN_TILES on a CPU, GPU_LARGE_FIRST_MIN_TILES by kernel side
+        on a GPU), in the weight gradient from a count of 2x2 tiles (its contraction: MIN_TILES,
+        GPU_F4_WEIGHT_MIN_TILES).  With fewer, the smaller tiles' 2.25-4x more tiles fill the device
+        better (measured on an H200 and PoCL, docs/performance.md); F(2x2, 3x3)'s constants are
+        halves, so small-integer data also give exact results there."""
+        r = kernel_side(problem)
+        small, large = SIDES[r]
+        gpu = limits.of(device).gpu
         if problem.pass_ == "backward_weight":
-            return (large, small) if self.tiles(problem, small) >= MIN_TILES else (small, large)
-        return (large, small) if self.tiles(problem, large) >= F4_MIN_TILES else (small, large)
+            minimum = GPU_F4_WEIGHT_MIN_TILES if gpu else MIN_TILES
+            return (large, small) if self.tiles(problem, small) >= minimum else (small, large)
+        minimum = GPU_LARGE_FIRST_MIN_TILES[r] if gpu else F4_MIN_TILES
+        return (large, small) if self.tiles(problem, large) >= minimum else (small, large)
 
     def configs(self, problem, device):
-        per_side = [self._side_configs(problem, device, m) for m in self.sides(problem)]
+        per_side = [self._side_configs(problem, device, m) for m in self.sides(problem, device)]
         # interleaved, so that tuning's first few candidates measure both sides
         out = []
         for rank in range(max(len(c) for c in per_side)):

@@ -32,7 +32,7 @@ def main():
     wino = REGISTRY["winograd"]
     for layer in shapes.resolve_layers(sys.argv[1], None):
         problem = Problem(layer.geometry, "backward_weight", "float32")
-        m = wino.sides(problem)[0]
+        m = wino.sides(problem, q.device)[0]
         conv = wino._conv(problem, m)
         K = wino._tiles(conv)
         cuts = set(wmod.SplitK.cuts(K, 16))

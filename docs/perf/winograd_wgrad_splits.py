@@ -33,7 +33,7 @@ def main():
     rows = []
     for layer in shapes.resolve_layers(spec, None):
         problem = Problem(layer.geometry, "backward_weight", "float32")
-        sides = [int(sys.argv[2])] if len(sys.argv) > 2 else wino.sides(problem)[:1]
+        sides = [int(sys.argv[2])] if len(sys.argv) > 2 else wino.sides(problem, q.device)[:1]
         ref = cudnn_ms(layer.geometry, "backward_weight")
         first = planner.candidates(problem, q.device)[0]
         print(f"{layer.label[:40]:40s} cudnn {ref:.4f}  planner {planner.label(*first)}", flush=True)

@@ -161,6 +161,23 @@ def test_gpu_heuristic_takes_long_gathers_of_the_data_gradient_to_im2col(tag, wa
     assert gathers[0] == wanted, order
 
 
+@pytest.mark.parametrize("tag", [
+    "n32g1c256o512i56x56k1x1s2x2p0x0d1x1",    # ResNet's projection: im2col 0.63x gemm1x1's time (best tiles)
+    "n32g1c96o192i30x30k1x1s3x3p0x0d1x1",     # stride 3: 0.70x
+    "n16g1c256o128i4096k1s2p0d1",              # 1D: 0.92x
+])
+def test_gpu_heuristic_takes_strided_1x1_data_gradients_to_column_buffers(tag):
+    """gemm1x1's strided data gradient stores W^T dy straight into dx with the stride holes' zeros
+    (scattered stores); im2col's column buffer and col2im ran faster on an H200
+    (docs/perf/h200-tune-strided-1x1.json).  Stride 1 and channels-last keep gemm1x1 first."""
+    assert heuristic_order(_problem(tag, "backward_data"), H200_LIKE)[0] == "im2col"
+    assert heuristic_order(_problem(tag, "forward"), H200_LIKE)[0] == "gemm1x1"
+    unstrided = tag.replace("s2x2", "s1x1").replace("s3x3", "s1x1").replace("s2p", "s1p")
+    assert heuristic_order(_problem(unstrided, "backward_data"), H200_LIKE)[0] == "gemm1x1"
+    channels_last = Problem(geometry(tag), "backward_data", "float32", layout="channels_last")
+    assert heuristic_order(channels_last, H200_LIKE)[0] == "gemm1x1"
+
+
 @pytest.mark.parametrize("pass_", ["forward", "backward_data"])
 def test_gpu_heuristic_runs_few_channels_per_group_directly(pass_):
     """8 channels a group leave a GEMM tile's rows mostly empty: `direct` (0.38x and 0.51x the GEMMs'

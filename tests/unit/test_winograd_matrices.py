@@ -8,11 +8,12 @@ import numpy as np
 import pytest
 
 from clconv.algorithms import REGISTRY
-from clconv.algorithms.winograd import F4_MIN_TILES, MIN_TILES, SIDES, TRANSFORMS
+from clconv.algorithms.winograd import (F4_MIN_TILES, GPU_F4_WEIGHT_MIN_TILES, GPU_LARGE_FIRST_MIN_TILES,
+                                         MIN_TILES, SIDES, TRANSFORMS)
 from clconv.plan import Problem
 
 from cases import geometry
-from clconv.tools.devices import H200
+from clconv.tools.devices import H200, Described
 
 
 def _matrices(variant):
@@ -69,36 +70,68 @@ H200_LIKE = H200.stand_in()  # as the planner saw the H200 of the stored runs
 
 
 @pytest.mark.parametrize("tag, pass_, first", [
-    ("n32g1c128o128i28x28k3x3s1x1p1x1d1x1", "forward", 4),        # 1568 4x4 tiles
-    ("n64g1c160o320i7x7k3x3s1x1p1x1d1x1", "backward_data", 4),    # 256: F(4x4) 0.084 against F(2x2)'s 0.09 ms
-    ("n32g1c512o512i7x7k3x3s1x1p1x1d1x1", "forward", 4),          # 128: F(4x4) lost by 8% here, won elsewhere
-    ("n8g1c256o160i7x7k3x3s1x1p1x1d1x1", "forward", 4),           # 32: F(4x4) 0.040 against 0.053 ms
-    ("n1g1c256o256i14x14k3x3s1x1p1x1d1x1", "backward_data", 2),   # 16
-    ("n1g1c512o512i7x7k3x3s1x1p1x1d1x1", "forward", 2),           # 4: F(2x2) 0.053 against 0.075 ms
-    ("n32g1c512o512i7x7k3x3s1x1p1x1d1x1", "backward_weight", 4),  # 512 2x2 tiles: 0.13 against 0.18 ms
-    ("n2g2c4o6i7x6k3x3s1x1p1x1d1x1", "backward_weight", 2),       # 24
+    ("n32g1c128o128i28x28k3x3s1x1p1x1d1x1", "forward", 4),         # 1568 4x4 tiles
+    ("n64g1c160o320i7x7k3x3s1x1p1x1d1x1", "backward_data", 4),     # 256: F(4x4) 0.084 against F(2x2)'s 0.09 ms
+    ("n32g1c512o512i7x7k3x3s1x1p1x1d1x1", "forward", 4),           # 128: F(4x4) 0.84x F(2x2)'s time
+    ("n16g1c512o512i7x7k3x3s1x1p1x1d1x1", "forward", 2),           # 64: F(2x2) 0.90x F(4x4)'s time
+    ("n2g1c1024o1024i16x16k3x3s1x1p1x1d1x1", "backward_data", 2),  # 32: F(2x2) 0.89x
+    ("n1g1c256o256i14x14k3x3s1x1p1x1d1x1", "backward_data", 2),    # 16
+    ("n1g1c512o512i7x7k3x3s1x1p1x1d1x1", "forward", 2),            # 4: F(2x2) 0.053 against 0.075 ms
+    ("n32g1c512o512i7x7k3x3s1x1p1x1d1x1", "backward_weight", 4),   # 512 2x2 tiles: 0.13 against 0.18 ms
+    ("n2g1c512o512i14x14k3x3s1x1p1x1d1x1", "backward_weight", 4),  # 98: F(4x4) 0.91-0.95x F(2x2)'s time
+    ("n4g1c1024o1024i7x7k3x3s1x1p1x1d1x1", "backward_weight", 2),  # 64: a tie
+    ("n2g2c4o6i7x6k3x3s1x1p1x1d1x1", "backward_weight", 2),        # 24
 ])
 def test_the_larger_tile_comes_first_where_its_gemms_stay_large(tag, pass_, first):
+    """On a GPU: from GPU_LARGE_FIRST_MIN_TILES 4x4 tiles (forward, data gradient) or
+    GPU_F4_WEIGHT_MIN_TILES 2x2 tiles (weight gradient); the comments are H200 measurements
+    (docs/perf/h200-tune-winograd-sides.json and the stored tuning runs)."""
     problem = Problem(geometry(tag), pass_, "float32")
     winograd = REGISTRY["winograd"]
     configs = winograd.configs(problem, H200_LIKE)
     assert configs[0]["m"] == first
     assert {c["m"] for c in configs[:2]} == set(SIDES[3])  # tuning's first candidates measure both
     if pass_ == "backward_weight":
-        assert (winograd.tiles(problem, 2) >= MIN_TILES) == (first == 4)
+        assert (winograd.tiles(problem, 2) >= GPU_F4_WEIGHT_MIN_TILES) == (first == 4)
     else:
-        assert (winograd.tiles(problem, 4) >= F4_MIN_TILES) == (first == 4)
+        assert (winograd.tiles(problem, 4) >= GPU_LARGE_FIRST_MIN_TILES[3]) == (first == 4)
 
 
 @pytest.mark.parametrize("tag, pass_, first", [
-    ("n32g1c128o128i28x28k5x5s1x1p2x2d1x1", "forward", 3),          # 3200 3x3 tiles
-    ("n1g1c256o256i14x14k5x5s1x1p2x2d1x1", "backward_data", 2),     # 25 3x3 tiles, under F4_MIN_TILES
-    ("n1g1c256o256i7x7k5x5s1x1p2x2d1x1", "forward", 2),             # 9
-    ("n32g1c48o64i35x35k5x5s1x1p2x2d1x1", "backward_weight", 3),    # 10368 2x2 tiles
-    ("n1g1c64o64i14x14k5x5s1x1p2x2d1x1", "backward_weight", 2),     # 49
+    ("n32g1c128o128i28x28k3x3s1x1p1x1d1x1", "forward", 4),         # 1568 4x4 tiles
+    ("n16g1c512o512i7x7k3x3s1x1p1x1d1x1", "forward", 4),           # 64
+    ("n2g1c1024o1024i16x16k3x3s1x1p1x1d1x1", "backward_data", 4),  # 32
+    ("n1g1c256o256i14x14k3x3s1x1p1x1d1x1", "backward_data", 2),    # 16
+    ("n32g1c512o512i7x7k3x3s1x1p1x1d1x1", "backward_weight", 4),   # 512 2x2 tiles
+    ("n2g1c512o512i14x14k3x3s1x1p1x1d1x1", "backward_weight", 2),  # 98
+    ("n1g1c256o256i14x14k5x5s1x1p2x2d1x1", "forward", 2),          # 25 3x3 tiles
+])
+def test_a_cpu_keeps_its_own_tile_counts(tag, pass_, first):
+    """On a CPU the larger tile comes first from F4_MIN_TILES tiles of its side (forward, data
+    gradient) and MIN_TILES 2x2 tiles (weight gradient), as measured on PoCL: the GPU's counts
+    (from the H200's GEMMs) do not apply there."""
+    cpu = Described(name="a CPU", gpu=False, compute_units=2, work_group=4096, work_item_sizes=(4096,) * 3,
+                    local_mem=256 << 10, global_mem=16 << 30, float_lanes=16).stand_in()
+    problem = Problem(geometry(tag), pass_, "float32")
+    winograd = REGISTRY["winograd"]
+    assert winograd.configs(problem, cpu)[0]["m"] == first
+    small, large = SIDES[geometry(tag).kernel[2]]
+    if pass_ == "backward_weight":
+        assert (winograd.tiles(problem, small) >= MIN_TILES) == (first == large)
+    else:
+        assert (winograd.tiles(problem, large) >= F4_MIN_TILES) == (first == large)
+
+
+@pytest.mark.parametrize("tag, pass_, first", [
+    ("n32g1c128o128i28x28k5x5s1x1p2x2d1x1", "forward", 3),        # 3200 3x3 tiles
+    ("n1g1c256o256i14x14k5x5s1x1p2x2d1x1", "backward_data", 3),   # 25 3x3 tiles: F(3x3, 5x5) 0.93x F(2x2, 5x5)'s time
+    ("n1g1c256o256i7x7k5x5s1x1p2x2d1x1", "forward", 3),           # 9
+    ("n32g1c48o64i35x35k5x5s1x1p2x2d1x1", "backward_weight", 3),  # 10368 2x2 tiles
+    ("n1g1c64o64i14x14k5x5s1x1p2x2d1x1", "backward_weight", 2),   # 49
 ])
 def test_a_5x5_kernel_has_f3x3_and_f2x2(tag, pass_, first):
-    """F(3x3, 5x5) first by the rules of F(4x4, 3x3), F(2x2, 5x5) beside it."""
+    """On a GPU F(3x3, 5x5) first at any count in the forward and data gradient and by F(4x4,
+    3x3)'s count in the weight gradient; F(2x2, 5x5) beside it."""
     configs = REGISTRY["winograd"].configs(Problem(geometry(tag), pass_, "float32"), H200_LIKE)
     assert configs[0]["m"] == first
     assert {c["m"] for c in configs[:2]} == {2, 3}

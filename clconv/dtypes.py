@@ -8,6 +8,7 @@ sees one.
 
 from __future__ import annotations
 
+import sys
 from typing import NamedTuple
 
 import numpy as np
@@ -55,13 +56,19 @@ def storage_name(dtype: np.dtype) -> str | None:
     """The STORAGE name of ``dtype`` (a NumPy dtype), or None if it is no storage dtype."""
     if not _NAMES:
         _NAMES.update({np.dtype(name): name for name in STORAGE if name != "bfloat16"})
-        bf16 = bfloat16()
-        if bf16 is not None:
-            _NAMES[bf16] = "bfloat16"
     try:
-        return _NAMES.get(dtype)
+        name = _NAMES.get(dtype)
     except TypeError:  # not hashable: no dtype at all
         return None
+    if name is None and "bfloat16" not in _NAMES.values():
+        # An array can have ml_dtypes' bfloat16 only once its caller has imported ml_dtypes, so it
+        # is looked up, never imported, here: importing it took 0.8-1.0 s (its C extension) on a
+        # 2-core machine, which every process's first call paid, bfloat16 or not.
+        ml_dtypes = sys.modules.get("ml_dtypes")
+        if ml_dtypes is not None:
+            _NAMES[np.dtype(ml_dtypes.bfloat16)] = "bfloat16"
+            name = _NAMES.get(dtype)
+    return name
 
 
 def name_of(dtype: np.dtype) -> str:

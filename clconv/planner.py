@@ -89,7 +89,7 @@ def heuristic_order(problem: Problem, device: cl.Device) -> list[str]:
         return _cpu_heuristic_order(problem, device)
     order = []
     blocks = _weight_blocks_first(problem)
-    if blocks and g.cout_per_group < WEIGHT_BLOCK_ROWS:
+    if (blocks and g.cout_per_group < WEIGHT_BLOCK_ROWS) or _short_weight_gradient(problem):
         # a weight gradient with fewer output channels (per group) than the smallest GEMM tile's
         # rows leaves most of split-K's and Winograd's tiles empty, where direct's blocks keep every
         # (output, input channel, tap) sum of a block in registers over a slice of batch x pixels.
@@ -99,7 +99,8 @@ def heuristic_order(problem: Problem, device: cl.Device) -> list[str]:
         # group is the same GEMM: in the H200 tuning runs of 2026-12-03 (docs/perf/heuristic_check.py)
         # they ran ungrouped weight gradients of 16-24 output channels (1x1 32 -> 16 at 112x112, 3x3
         # 24 -> 24, 3x3x3 16 -> 16) in 0.44-0.70x split-K's time, the best candidate on each; a
-        # 5x5 16 -> 32 in 0.95x (Winograd, too few channel pairs for its rule, was best there)
+        # 5x5 16 -> 32 in 0.95x (Winograd, too few channel pairs for its rule, was best there).
+        # A short, small weight gradient too (_short_weight_gradient)
         order.append("direct")
     if _winograd_pays(problem, device):
         # 2.25-4x fewer multiplies (2.8-4.6x for 5x5): tuning picks it for 3x3 and 5x5 stride-1
@@ -178,6 +179,26 @@ def _strided_pointwise_data_to_columns(problem: Problem) -> bool:
 # this (the smallest GEMM tile's rows: every split-K and Winograd tile has empty rows), and up to
 # it after Winograd.
 WEIGHT_BLOCK_ROWS = 32
+
+
+# The products per weight (batch x output pixels) and the direct FLOPs of a weight gradient that
+# direct's blocks serve first on GPUs whatever its channels (_short_weight_gradient).
+SHORT_WEIGHT_PRODUCTS = (256, 1024)
+
+
+def _short_weight_gradient(problem: Problem) -> bool:
+    """Whether a (not depthwise) weight gradient sums few products per weight (SHORT_WEIGHT_PRODUCTS)
+    and has little work (at most WEIGHT_GRADIENT_MIN_FLOPS, under which Winograd does not pay), and
+    a channel block of direct's fits its registers.  Split-K has little contraction to cut there
+    and the GEMMs' tiles few work-groups, where direct's blocks give every weight element's sum a
+    work-item.  On an H200 (docs/perf/heuristic_check.py) they ran in 0.45x split-K's time on a 5x5
+    64 -> 64 layer at 12x12, batch 4 (576 products) and in 0.72-0.78x implicit_gemm's on VGG-11's
+    7x7 layers at batch 8 (392 products, 160-320 channels); with fewer products (batch 1 at 7x7
+    and 14x14: 49-196) they lost, 1.05-2.7x, and with more work (0.64-10 GFLOP at 392-800) 1.4-4x."""
+    g = problem.geometry
+    low, high = SHORT_WEIGHT_PRODUCTS
+    return (problem.pass_ == "backward_weight" and not g.is_depthwise and low <= g.batch * g.out_pixels <= high
+            and g.flops <= WEIGHT_GRADIENT_MIN_FLOPS and bool(weight_blocks(problem)))
 
 
 def _weight_blocks_first(problem: Problem) -> bool:

@@ -161,6 +161,18 @@ def test_gpu_heuristic_takes_long_gathers_of_the_data_gradient_to_im2col(tag, wa
     assert gathers[0] == wanted, order
 
 
+@pytest.mark.parametrize("tag, wanted", [
+    ("n4g1c64o64i12x12k5x5s1x1p2x2d1x1", True),      # 576 products, 0.12 GFLOP: direct 0.45x split-K's time
+    ("n8g1c256o160i7x7k3x3s1x1p1x1d1x1", True),      # 392, 0.29: 0.78x implicit_gemm's
+    ("n1g1c256o256i14x14k3x3s1x1p1x1d1x1", False),   # 196 products: direct lost, 1.05x
+    ("n8g1c512o512i14x14k3x3s1x1p1x1d1x1", False),   # 1568 products and 7.4 GFLOP: Winograd
+    ("n2g1c192o192i14x14k5x5s1x1p2x2d1x1", False),   # 392 products but 0.72 GFLOP: direct lost, 1.52x
+])
+def test_gpu_heuristic_runs_short_small_weight_gradients_directly(tag, wanted):
+    """planner._short_weight_gradient: 256-1024 products per weight and at most 2^29 FLOPs."""
+    assert (heuristic_order(_problem(tag, "backward_weight"), H200_LIKE)[0] == "direct") is wanted
+
+
 @pytest.mark.parametrize("tag", [
     "n32g1c256o512i56x56k1x1s2x2p0x0d1x1",    # ResNet's projection: im2col 0.63x gemm1x1's time (best tiles)
     "n32g1c96o192i30x30k1x1s3x3p0x0d1x1",     # stride 3: 0.70x

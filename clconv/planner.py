@@ -183,7 +183,7 @@ WEIGHT_BLOCK_ROWS = 32
 
 # The products per weight (batch x output pixels) and the direct FLOPs of a weight gradient that
 # direct's blocks serve first on GPUs whatever its channels (_short_weight_gradient).
-SHORT_WEIGHT_PRODUCTS = (256, 1024)
+SHORT_WEIGHT_PRODUCTS = (192, 1024)
 
 
 def _short_weight_gradient(problem: Problem) -> bool:
@@ -193,8 +193,12 @@ def _short_weight_gradient(problem: Problem) -> bool:
     and the GEMMs' tiles few work-groups, where direct's blocks give every weight element's sum a
     work-item.  On an H200 (docs/perf/heuristic_check.py) they ran in 0.45x split-K's time on a 5x5
     64 -> 64 layer at 12x12, batch 4 (576 products) and in 0.72-0.78x implicit_gemm's on VGG-11's
-    7x7 layers at batch 8 (392 products, 160-320 channels); with fewer products (batch 1 at 7x7
-    and 14x14: 49-196) they lost, 1.05-2.7x, and with more work (0.64-10 GFLOP at 392-800) 1.4-4x."""
+    7x7 layers at batch 8 (392 products, 160-320 channels); with 49 products (batch 1 at 7x7) they
+    lost, 1.5-2.7x, at 196 (batch 1 at 14x14) won at 128 channels (0.52x; the lower bound was 256
+    before the list below showed it) and tied at 256 (1.05x),
+    and with more work (0.64-10 GFLOP at 392-800) lost 1.4-4x.  A list written after this rule
+    (docs/perf/h200-short-wgrad-layers.txt: 8 layers of 512-1024 products, 29-382 MFLOP, 1D, 1x1,
+    3x3 and 5x5, batch 1-16) ran them in 0.34-0.92x the other algorithms' best, all 8 its best."""
     g = problem.geometry
     low, high = SHORT_WEIGHT_PRODUCTS
     return (problem.pass_ == "backward_weight" and not g.is_depthwise and low <= g.batch * g.out_pixels <= high
@@ -271,17 +275,22 @@ def _winograd_pays(problem: Problem, device: cl.Device) -> bool:
     # channels 1.09x, 5x5 at 256 1.59x) and won from 98 (0.92x).  The forward wins at every size
     # measured (batch 1 at 7x7: 0.34x im2col's time; a batch-1 5x5 at 14x14: 0.25x)
     if problem.pass_ == "forward":
-        return True
+        # ...down to a floor: its three launches took 29.7-32.9 us of kernel time on an H200 for
+        # every forward of 29-382 MFLOP measured (docs/perf/h200-tune-short-wgrad.json), where one
+        # implicit_gemm launch ran a 29 MFLOP layer (3x3 32 -> 64 at 20x20, batch 2) in 15.4 us;
+        # from 40 MFLOP Winograd won every one measured (0.38-0.89x the others' best)
+        return g.flops >= WINOGRAD_FORWARD_MIN_FLOPS
     if problem.pass_ == "backward_weight":
         return g.flops >= WEIGHT_GRADIENT_MIN_FLOPS and winograd.tiles(problem, 2) >= WEIGHT_GRADIENT_MIN_TILES
     return g.flops >= DATA_GRADIENT_MIN_FLOPS and winograd.tiles(problem, 2) >= DATA_GRADIENT_MIN_TILES
 
 
 # ``winograd`` on GPUs: the fewest channel pairs (groups x inputs x outputs per group) times taps of
-# a weight gradient (2048 pairs of a 3x3 kernel), the fewest direct FLOPs of a gradient pass, and the
+# a weight gradient (2048 pairs of a 3x3 kernel), the fewest direct FLOPs of a pass, and the
 # fewest 2x2 tiles of each gradient (``_winograd_pays``).
 WINOGRAD_MIN_PAIR_TAPS = 2048 * 9
 WEIGHT_GRADIENT_MIN_FLOPS = 2**29
+WINOGRAD_FORWARD_MIN_FLOPS = 2**25
 DATA_GRADIENT_MIN_FLOPS = 2**30
 DATA_GRADIENT_MIN_TILES = 96
 WEIGHT_GRADIENT_MIN_TILES = 64

@@ -42,6 +42,7 @@ SETS = {  # name: (shape specs, batch override, tuning run)
     "winograd kernels": ([str(HERE / "h200-winograd-kernels-layers.txt")], None, "h200-tune-vectors-kernels.json"),
     "winograd sides": ([str(HERE / "h200-winograd-sides-layers.txt")], None, "h200-tune-winograd-sides.json"),
     "strided 1x1": ([str(HERE / "h200-strided-1x1-layers.txt")], None, "h200-tune-strided-1x1.json"),
+    "short wgrad": ([str(HERE / "h200-short-wgrad-layers.txt")], None, "h200-tune-short-wgrad.json"),
 }
 
 # A run that timed every GEMM tile of the heuristic's algorithm (docs/perf/gemm_all_tiles.py, on the

@@ -161,15 +161,29 @@ def test_gpu_heuristic_takes_long_gathers_of_the_data_gradient_to_im2col(tag, wa
     assert gathers[0] == wanted, order
 
 
+def test_gpu_heuristic_keeps_tiny_forwards_from_winograd():
+    """Winograd's three launches cost ~30 us of kernel time however small the layer: under
+    WINOGRAD_FORWARD_MIN_FLOPS one implicit GEMM launch is faster (15 against 30 us at 29 MFLOP)."""
+    from clconv.planner import WINOGRAD_FORWARD_MIN_FLOPS
+
+    tiny = _problem("n2g1c32o64i20x20k3x3s1x1p1x1d1x1")
+    assert tiny.geometry.flops < WINOGRAD_FORWARD_MIN_FLOPS
+    assert heuristic_order(tiny, H200_LIKE)[0] == "implicit_gemm"
+    small = _problem("n1g1c128o128i7x7k5x5s1x1p2x2d1x1")  # 40 MFLOP: Winograd 0.38x the others' time
+    assert small.geometry.flops >= WINOGRAD_FORWARD_MIN_FLOPS
+    assert heuristic_order(small, H200_LIKE)[0] == "winograd"
+
+
 @pytest.mark.parametrize("tag, wanted", [
     ("n4g1c64o64i12x12k5x5s1x1p2x2d1x1", True),      # 576 products, 0.12 GFLOP: direct 0.45x split-K's time
     ("n8g1c256o160i7x7k3x3s1x1p1x1d1x1", True),      # 392, 0.29: 0.78x implicit_gemm's
-    ("n1g1c256o256i14x14k3x3s1x1p1x1d1x1", False),   # 196 products: direct lost, 1.05x
+    ("n1g1c128o128i14x14k3x3s1x1p1x1d1x1", True),    # 196 products: 0.52x implicit_gemm's time
+    ("n1g1c512o512i7x7k3x3s1x1p1x1d1x1", False),     # 49 products: direct lost, 2.59x
     ("n8g1c512o512i14x14k3x3s1x1p1x1d1x1", False),   # 1568 products and 7.4 GFLOP: Winograd
     ("n2g1c192o192i14x14k5x5s1x1p2x2d1x1", False),   # 392 products but 0.72 GFLOP: direct lost, 1.52x
 ])
 def test_gpu_heuristic_runs_short_small_weight_gradients_directly(tag, wanted):
-    """planner._short_weight_gradient: 256-1024 products per weight and at most 2^29 FLOPs."""
+    """planner._short_weight_gradient: 192-1024 products per weight and at most 2^29 FLOPs."""
     assert (heuristic_order(_problem(tag, "backward_weight"), H200_LIKE)[0] == "direct") is wanted
 
 

@@ -313,6 +313,11 @@ def column_blocks(m: int, n: int, k: int, tile: tuple, fit: limits.Limits, items
 
 # The weight of a block's local-memory loads per FMA against the waste, for plain matrices (gemm_tiles)
 LOCAL_LOAD_WEIGHT = 2.0
+# Work-items per compute unit under which a plain GEMM's (Winograd's) launch pays for its idle
+# warps in gemm_tiles: on an H200, over 190 Winograd layer-passes with every tile timed
+# (docs/perf/h200-all-tiles-{a,b}.json), its tiles came 1.040x the best with it (192-256 and a
+# square root: 1.038-1.041), 1.048x without; 1.05-1.18x from 320 up, or with the full ratio
+FILL_WORK_ITEMS = 256
 TILE_CANDIDATES = 4  # tiles an algorithm offers per GEMM (and tuning measures), best guess first
 
 
@@ -339,6 +344,12 @@ def gemm_tiles(m: int, n: int, fit: limits.Limits, itemsize: int, limit: int = T
             # beyond that overvalued small tiles in the H200 measurements)
             count = -(-m // tm) * -(-n // tn) * groups
             waste *= max(1.0, units / count)
+            if plain:
+                # and (Winograd's workspace GEMMs, whose local-load weighting below favours the
+                # 64-work-item 8x8 tiles) fewer than FILL_WORK_ITEMS a compute unit leave too few
+                # warps to hide the loads' latency: the square root of the shortfall
+                items = count * work_items(dict(zip(TILE_KEYS, tile)))
+                waste *= max(1.0, units * FILL_WORK_ITEMS / items) ** 0.5
         return waste
 
     def local_loads(tile) -> float:

@@ -156,6 +156,7 @@ FEW_ROWS = 16
 # 3x3x3 layer at 64 channels (1728), 1.12x implicit_gemm's time.
 LONG_GATHER = 768
 
+
 def _strided_pointwise_data_to_columns(problem: Problem) -> bool:
     """Whether the data gradient of a strided 1x1 layer (channels-first) takes im2col before gemm1x1.
 
@@ -168,8 +169,7 @@ def _strided_pointwise_data_to_columns(problem: Problem) -> bool:
     gemm1x1's best in 0.74x and 0.87x im2col's on two 2D layers contracting over 64 and 128, but
     with a 32 x 64 tile that gemm_tiles does not put first there.  Each algorithm's first tile, as
     the heuristic runs them: gemm1x1 0.97-1.72x im2col's time, 1.31x over the 9, so im2col comes
-    first for all.  Channels-last
-    keeps its order (unmeasured)."""
+    first for all.  Channels-last keeps its order (unmeasured)."""
     g = problem.geometry
     return (problem.pass_ == "backward_data" and g.is_pointwise and max(g.stride) > 1
             and problem.layout == CHANNELS_FIRST)
@@ -195,8 +195,8 @@ def _short_weight_gradient(problem: Problem) -> bool:
     64 -> 64 layer at 12x12, batch 4 (576 products) and in 0.72-0.78x implicit_gemm's on VGG-11's
     7x7 layers at batch 8 (392 products, 160-320 channels); with 49 products (batch 1 at 7x7) they
     lost, 1.5-2.7x, at 196 (batch 1 at 14x14) won at 128 channels (0.52x; the lower bound was 256
-    before the list below showed it) and tied at 256 (1.05x),
-    and with more work (0.64-10 GFLOP at 392-800) lost 1.4-4x.  A list written after this rule
+    before the list below showed it) and tied at 256 (1.05x), and with more work (0.64-10 GFLOP
+    at 392-800 products) lost 1.4-4x.  A list written after this rule
     (docs/perf/h200-short-wgrad-layers.txt: 8 layers of 512-1024 products, 29-382 MFLOP, 1D, 1x1,
     3x3 and 5x5, batch 1-16) ran them in 0.34-0.92x the other algorithms' best, all 8 its best."""
     g = problem.geometry

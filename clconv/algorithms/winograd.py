@@ -91,15 +91,16 @@ MIN_TILES = 256
 F4_MIN_TILES = 32
 # On a GPU, by kernel side: the fewest tiles of the larger side for it to come first in the forward
 # and data gradient, and the fewest 2x2 tiles for F(4x4, 3x3) first in the weight gradient.  With
-# the GEMM core's vector loads (H200 tuning runs of 2026-12-03, docs/perf/heuristic_check.py), over
-# 22 3x3 forward and data-gradient passes of 32-128 4x4 tiles F(2x2, 3x3) ran in 0.85-0.99x F(4x4)'s
-# time at 32-64 tiles (512-1024 channels; a tie at 160-256), and F(4x4) in 0.80-0.90x F(2x2)'s at
-# 128 tiles (a tie at 13x13): the larger tile's 36 GEMMs over 2.25x the transformed weights pay
-# only where their columns are many.  A 5x5 kernel's larger tile adds fewer positions (49 against
-# 36) for as large a saving (5.4 multiplies per output against 9): F(3x3, 5x5) won at every count
-# measured, down to 25 tiles (batch 1 at 14x14: 0.93x F(2x2, 5x5)'s time).  The weight gradient's
-# F(4x4, 3x3) ran in 0.91x F(2x2)'s time from 98 2x2 tiles (batch 2 at 14x14 and 16x16; a tie at
-# 196), in 0.61-0.95x on the 32 layers with 256 and more.
+# the GEMM core's vector loads (H200 tuning runs of 2026-12-03, docs/perf/heuristic_check.py; each
+# side's fastest tile), at 32-72 4x4 tiles F(2x2, 3x3) ran in 0.85-0.99x F(4x4)'s time on 9 of 13
+# forward and data-gradient passes (512-1024 channels; F(4x4) won 2, 0.85x and 0.93x), at 128
+# F(4x4) won 5 of 8 (0.80-0.90x; lost 2, 1.05x and 1.09x), from 196 every one (0.70-0.94x): the
+# larger tile's 36 GEMMs over 2.25x the transformed weights pay only where their columns are many.
+# A 5x5 kernel's larger tile adds fewer positions (49 against 36) for as large a saving (5.4
+# multiplies per output against 9): F(3x3, 5x5) won down to 25 tiles (0.93x F(2x2, 5x5)'s time;
+# 0.98x at 50; 1.01x at 9, 1.05x at 64 on 64 channels).  The weight gradient's F(4x4, 3x3) ran in
+# 0.91-0.95x F(2x2)'s time from 98 2x2 tiles (ties at 64 and 196), 0.61-0.95x on 32 layers of 256
+# and more.
 GPU_LARGE_FIRST_MIN_TILES = {3: 128, 5: 1}
 GPU_F4_WEIGHT_MIN_TILES = 96
 

@@ -201,16 +201,21 @@ def _short_weight_gradient(problem: Problem) -> bool:
     3x3 and 5x5, batch 1-16) ran them in 0.34-0.92x the other algorithms' best, all 8 its best."""
     g = problem.geometry
     low, high = SHORT_WEIGHT_PRODUCTS
-    return (problem.pass_ == "backward_weight" and not g.is_depthwise and low <= g.batch * g.out_pixels <= high
-            and g.flops <= WEIGHT_GRADIENT_MIN_FLOPS and bool(weight_blocks(problem)))
+    return (low <= g.batch * g.out_pixels <= high and g.flops <= WEIGHT_GRADIENT_MIN_FLOPS
+            and _weight_blocks_serve(problem))
 
 
 def _weight_blocks_first(problem: Problem) -> bool:
     """Whether a (not depthwise) weight gradient has at most WEIGHT_BLOCK_ROWS output channels per
-    group and a channel block of direct's fits its registers (direct.weight_blocks)."""
-    g = problem.geometry
-    return (problem.pass_ == "backward_weight" and not g.is_depthwise
-            and g.cout_per_group <= WEIGHT_BLOCK_ROWS and bool(weight_blocks(problem)))
+    group and a channel block of direct's fits its registers (_weight_blocks_serve)."""
+    return problem.geometry.cout_per_group <= WEIGHT_BLOCK_ROWS and _weight_blocks_serve(problem)
+
+
+def _weight_blocks_serve(problem: Problem) -> bool:
+    """Whether ``problem`` is a (not depthwise) weight gradient with a channel block of direct's
+    that fits its registers (direct.weight_blocks)."""
+    return (problem.pass_ == "backward_weight" and not problem.geometry.is_depthwise
+            and bool(weight_blocks(problem)))
 
 
 def _gemm_rows(problem: Problem) -> int:

@@ -16,7 +16,7 @@ after them, and judged them: 1.082x the best there (worst 1.54x), against 1.067x
 ``h200-winograd-kernels-layers.txt`` (5x5 and dilated layers) was written before Winograd served
 them.  The tuning runs (``h200-tune-vectors-*.json``, 2026-12-03) time every candidate with the GEMM
 core's vector loads (config key GV); the runs before them (``h200-candidates-*.json``) had scalar
-loads.  ``ALL_TILES`` adds every GEMM tile of the heuristic's algorithm on five of the sets, so
+loads.  ``ALL_TILES`` adds every GEMM tile of the heuristic's algorithm (five of the sets at first), so
 the best is the best of all that was timed, and the tuning run's winner (what ``clconv tune``
 stores) is reported beside it.  The eleventh session (2026-12-03) added three lists
 (``h200-winograd-sides-layers.txt``, ``h200-strided-1x1-layers.txt``, ``h200-short-wgrad-layers.txt``)
@@ -49,19 +49,18 @@ SETS = {  # name: (shape specs, batch override, tuning run)
 
 # Runs that timed every GEMM tile of the heuristic's algorithm (docs/perf/gemm_all_tiles.py; the
 # first on the sets gpu, vgg11 batch 8, small, unseen and winograd kernels, the second on the lists
-# of 2026-12-03's eleventh session where a file is there): their times fill in the configs the
+# of 2026-12-03's eleventh session, holdout and most of validation): their times fill in the configs the
 # tuning runs did not time (tuning times each algorithm's first few), scaled onto the tuning run's
 # clock by the geometric mean of the ratios of the configs both timed (a few percent run to run).
 ALL_TILES = ("h200-all-tiles-a.json", "h200-all-tiles-b.json")
 
 
 def all_tiles_times() -> dict:
-    """(set name, layer, pass) -> {config label: ms} of the ALL_TILES runs (those stored)."""
+    """(set name, layer, pass) -> {config label: ms} of the ALL_TILES runs."""
     out: dict = {}
     for name in ALL_TILES:
-        if (HERE / name).exists():
-            for row in json.loads((HERE / name).read_text()):
-                out.setdefault((row["set"], row["layer"], row["pass"]), {}).update(row["times_ms"])
+        for row in json.loads((HERE / name).read_text()):
+            out.setdefault((row["set"], row["layer"], row["pass"]), {}).update(row["times_ms"])
     return out
 
 

@@ -13,7 +13,8 @@ from clconv.algorithms.winograd import (F4_MIN_TILES, GPU_F4_WEIGHT_MIN_TILES, G
 from clconv.plan import Problem
 
 from cases import geometry
-from clconv.tools.devices import H200, Described
+from clconv.tools.devices import H200
+from helpers import fake_device
 
 
 def _matrices(variant):
@@ -110,8 +111,7 @@ def test_a_cpu_keeps_its_own_tile_counts(tag, pass_, first):
     """On a CPU the larger tile comes first from F4_MIN_TILES tiles of its side (forward, data
     gradient) and MIN_TILES 2x2 tiles (weight gradient), as measured on PoCL: the GPU's counts
     (from the H200's GEMMs) do not apply there."""
-    cpu = Described(name="a CPU", gpu=False, compute_units=2, work_group=4096, work_item_sizes=(4096,) * 3,
-                    local_mem=256 << 10, global_mem=16 << 30, float_lanes=16).stand_in()
+    cpu = fake_device(gpu=False, compute_units=2)
     problem = Problem(geometry(tag), pass_, "float32")
     winograd = REGISTRY["winograd"]
     assert winograd.configs(problem, cpu)[0]["m"] == first

@@ -27,6 +27,7 @@ from .algorithms.winograd import Winograd
 from .builder import BuildError, build_kernels
 from .caches import Cache
 from .device import is_gpu
+from .geometry import ConvGeometry
 from .plan import CHANNELS_FIRST, Plan, Problem
 from .runtime import LaunchError, Operand, Runner, profiling_queue, random_operands, time_runner
 
@@ -88,6 +89,8 @@ def heuristic_order(problem: Problem, device: cl.Device) -> list[str]:
     if not is_gpu(device):
         return _cpu_heuristic_order(problem, device)
     order = []
+    if _small_forward_to_splitk(problem):
+        order.append("splitk")
     blocks = _weight_blocks_first(problem)
     if (blocks and g.cout_per_group < WEIGHT_BLOCK_ROWS) or _short_weight_gradient(problem):
         # a weight gradient with fewer output channels (per group) than the smallest GEMM tile's
@@ -143,6 +146,39 @@ def heuristic_order(problem: Problem, device: cl.Device) -> list[str]:
         order.append("im2col")
     order += ["implicit_gemm", "im2col", "direct"]
     return list(dict.fromkeys(order))
+
+
+def _small_forward_to_splitk(problem: Problem) -> bool:
+    """Whether split-K comes first for a forward on a GPU: a small one (SPLITK_FORWARD_FLOPS) with
+    a long contraction (input channels x taps, from SPLITK_FORWARD_MIN_CONTRACTION).
+
+    Its output (C_out x batch x pixels) is then a handful of GEMM tiles, each running the whole
+    contraction: the device mostly idles, where split-K's pieces fill it and one more launch sums
+    them through the epilogue.  Winograd, the choice there before, runs three launches of small
+    GEMMs.  On an H200 (docs/perf/h200-splitk-result-passes.json: the forwards of 32 layers of four
+    stress lists, every candidate timed with split-K's tiles and piece counts) split-K beat the
+    others' best on all 10 forwards of 3x3 and 5x5 layers between 40 and 382 MFLOP with a
+    contraction of 576 to 4608 (batch 1 at 7x7-24x24, batch 4-16 at 7x7-14x14): its first
+    candidate 0.56-0.83x where timed (7), its best 0.55-0.67x on the other 3; from 604 MFLOP it ran
+    1.05-2.8x (Winograd and the unsplit GEMMs fill the device there), and with a contraction of
+    256-384 1.3-1.5x.  On 10 forwards written afterwards to judge the rule (3D, 1D, dilated,
+    AlexNet's conv4 at batch 1, VGG-11's conv5 at batch 8; docs/perf/h200-splitk-forward.json) its
+    first candidate ran 0.32-0.84x the others' best where timed (9; the tenth's best 0.94x).
+    Not measured, so left out: 1x1 layers (gemm1x1 reads the input in place), grouped layers and
+    channels-last, and forwards under WINOGRAD_FORWARD_MIN_FLOPS (one implicit_gemm launch)."""
+    g = problem.geometry
+    low, high = SPLITK_FORWARD_FLOPS
+    return (problem.pass_ == "forward" and g.groups == 1 and g.kernel_volume > 1 and problem.layout == CHANNELS_FIRST
+            and _forward_contraction(g) >= SPLITK_FORWARD_MIN_CONTRACTION and low <= g.flops <= high)
+
+
+def _forward_contraction(g: ConvGeometry) -> int:
+    """The forward GEMM's contraction: input channels per group x taps."""
+    return g.cin_per_group * g.kernel_volume
+
+
+SPLITK_FORWARD_FLOPS = (2**25, 384 << 20)
+SPLITK_FORWARD_MIN_CONTRACTION = 512
 
 
 # Rows of a GEMM below which the smallest GPU tile (32 rows) is mostly empty.
@@ -283,8 +319,12 @@ def _winograd_pays(problem: Problem, device: cl.Device) -> bool:
         # ...down to a floor: its three launches took 29.7-32.9 us of kernel time on an H200 for
         # every forward of 29-382 MFLOP measured (docs/perf/h200-tune-short-wgrad.json), where one
         # implicit_gemm launch ran a 29 MFLOP layer (3x3 32 -> 64 at 20x20, batch 2) in 15.4 us;
-        # from 40 MFLOP Winograd won every one measured (0.38-0.89x the others' best)
-        return g.flops >= WINOGRAD_FORWARD_MIN_FLOPS
+        # from 40 MFLOP Winograd beat the unsplit GEMMs on every one measured (0.38-0.89x the
+        # others' best).  Split-K's pieces beat it on those with a long contraction
+        # (_small_forward_to_splitk); with a short one, the one implicit_gemm launch kept winning
+        # (85 MFLOP, 48 channels x 9 taps: 22 against 53 us; docs/perf/h200-splitk-forward.json)
+        small = g.flops <= SPLITK_FORWARD_FLOPS[1]
+        return g.flops >= WINOGRAD_FORWARD_MIN_FLOPS and not (small and _forward_contraction(g) < SPLITK_FORWARD_MIN_CONTRACTION)
     if problem.pass_ == "backward_weight":
         return g.flops >= WEIGHT_GRADIENT_MIN_FLOPS and winograd.tiles(problem, 2) >= WEIGHT_GRADIENT_MIN_TILES
     return g.flops >= DATA_GRADIENT_MIN_FLOPS and winograd.tiles(problem, 2) >= DATA_GRADIENT_MIN_TILES

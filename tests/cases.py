@@ -337,6 +337,16 @@ def splitk_expected_to_serve(contraction: int, tk: int = 16, min_piece: int = 25
     return False
 
 
+def _splitk(case: Case, pass_: str) -> bool:
+    """Split-K's contraction: batch x output pixels for the weight gradient (pieces of 256 or
+    more), channels per group x taps for the forward (input) and data gradient (output channels;
+    pieces of 128 or more)."""
+    if pass_ == "backward_weight":
+        return splitk_expected_to_serve(case._batch * math.prod(case.out_size))
+    channels = (case.cin if pass_ == "forward" else case.cout) // case.groups
+    return splitk_expected_to_serve(channels * math.prod(case.kernel), min_piece=128)
+
+
 def _winograd(case: Case, pass_: str) -> bool:
     """2D 3x3 and 5x5 kernels, stride 1, any dilation; the data gradient pads each axis by
     dilation * (kernel - 1) - pad, so pads (either side) up to that reach."""
@@ -353,7 +363,7 @@ SERVING_RULES: dict[str, Callable[[Case, str], bool]] = {
     "im2col": lambda case, pass_: True,  # the column buffer of these small cases fits any workspace limit
     "implicit_gemm": lambda case, pass_: True,
     "gemm1x1": lambda case, pass_: case.is_pointwise,
-    "splitk": lambda case, pass_: splitk_expected_to_serve(case._batch * math.prod(case.out_size)),
+    "splitk": lambda case, pass_: _splitk(case, pass_),
     "depthwise": lambda case, pass_: case.cin // case.groups == 1 and math.prod(case.kernel) <= 32,
     "depthwise_rows": lambda case, pass_: case.cin // case.groups == 1,  # any depthwise layer, any kernel
     "winograd": _winograd,
@@ -471,6 +481,9 @@ COVER = [
     Case(2, 2, 3, 6, (5, 21), (3, 3), 1, 1, 1, 3, bias=True, algorithms=("depthwise_rows",)),
     Case(2, 2, 5, 7, (5, 3), (1, 1), 2, 0, bias=True, algorithms=("gemm1x1",)),
     Case(2, 2, 2, 3, (16, 16), (3, 3), 1, 1, passes=("backward_weight",), algorithms=("splitk",)),
+    # the forward's and data gradient's split-K: 32 x 9 and 30 x 9 channel-taps cut in two pieces,
+    # partials in the result's layout summed through the bias (and the epilogue tests' residual)
+    Case(2, 2, 32, 30, (6, 5), (3, 3), 1, 1, bias=True, passes=("forward", "backward_data"), algorithms=("splitk",)),
 ]
 
 # Small convolutions whose gradients and transposed twins run through every algorithm

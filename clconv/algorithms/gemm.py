@@ -422,7 +422,7 @@ class GemmShape:
     def writes_result(self) -> bool:
         """Whether C is the pass's result (an activation, through the epilogue), not a weight
         gradient or a workspace."""
-        return self.c_view in ("c_nchw", "c_nhwc", "c_nchw_scatter")
+        return self.c_view in ("c_nchw", "c_nhwc", "c_nchw_scatter") and not self.c.get("partial")
 
     @property
     def reads_activations(self) -> bool:

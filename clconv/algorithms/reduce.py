@@ -8,7 +8,7 @@ import pyopencl as cl
 from .. import limits
 from ..limits import pow2_at_most
 from ..plan import Arg, KernelCall, Plan, Problem, rounded
-from .base import call, source
+from .base import call, epilogue_args, source
 
 
 def splitk_sum(problem: Problem, index: str, splits: int, elements: int, result: str | None = None) -> KernelCall:
@@ -17,6 +17,15 @@ def splitk_sum(problem: Problem, index: str, splits: int, elements: int, result:
     src = source("reduce.mako", problem, index, writes_result=False, splits=splits, elements=elements)
     return call(src, "clc_splitk_sum", (rounded(elements, 64),), None,
                 Arg("partial", with_offset=False), Arg(result or problem.spec.result))
+
+
+def splitk_result(problem: Problem, index: str, splits: int, elements: int, channels: int, pixels: int) -> KernelCall:
+    """The pass's result (elements of ``channels`` x ``pixels`` per image, in the problem's layout) =
+    the epilogue of the sum over s of partial[s][e], s in order (deterministic): the second kernel
+    of a forward or data gradient whose contraction is cut into ``splits`` pieces."""
+    src = source("reduce.mako", problem, index, splits=splits, elements=elements, channels=channels, pixels=pixels)
+    return call(src, "clc_splitk_result", (rounded(elements, 64),), None,
+                Arg("partial", with_offset=False), *epilogue_args(problem), Arg(problem.spec.result))
 
 
 def bias_gradient_plan(problem: Problem, device: cl.Device) -> Plan:

@@ -1,30 +1,40 @@
-"""Split-K weight gradient: the batch x pixel contraction cut into equal pieces, each a GEMM into
-its own partial result, then summed in a fixed order by a second kernel (deterministic).  Made for
-weight gradients, whose GEMM is small (C_out x C_in*taps) with a long contraction: without a split
-it runs a handful of work-groups."""
+"""Split-K: a pass's contraction cut into equal pieces, each a GEMM into its own partial result,
+then summed in a fixed order by a second kernel (deterministic).  Made for weight gradients, whose
+GEMM is small (C_out x C_in*taps) with a long contraction (batch x pixels): without a split it runs
+a handful of work-groups.  The forward and the data gradient of a small problem (batch 1, a 7x7 or
+14x14 image) are the same case over channels x taps: their implicit GEMMs (implicit_gemm's views)
+then store each piece in the result's own layout, and the sum applies the bias and the epilogue."""
 
 from __future__ import annotations
 
 import math
 from typing import Any
 
+from dataclasses import replace
+
 from .. import limits, settings
+from ..passes import PASSES
 from ..plan import LAYOUTS, Plan, Problem, rounded
 from .base import Algorithm
 from .gemm import (
-    GPU_TILES, TILE_CANDIDATES, edge_waste, gemm_calls, gemm_tiles, is_cpu_config, tile_config, tile_extent,
-    vector_first, weight_shape, work_items,
+    GPU_TILES, TILE_CANDIDATES, GemmShape, backward_data_shape, edge_waste, forward_shape, gemm_calls, gemm_tiles,
+    is_cpu_config, tile_config, tile_extent, vector_first, weight_shape, work_items,
 )
-from .reduce import splitk_sum
+from .reduce import splitk_result, splitk_sum
 
 
 class SplitK(Algorithm):
     name = "splitk"
-    passes = ("backward_weight",)
+    passes = PASSES
     layouts = LAYOUTS
-    description = ("weight gradient with the batch x pixel contraction cut into pieces of whole TK steps, "
-                   "summed by a second kernel in a fixed order")
+    description = ("the implicit GEMM with its contraction (batch x pixels for the weight gradient, channels "
+                   "x taps for the others) cut into pieces of whole TK steps, summed by a second kernel in a "
+                   "fixed order")
     MIN_PIECE = 256  # contraction per piece below which the extra partial traffic does not pay
+    # The forward's and data gradient's pieces: their partials are the result's size (a weight
+    # gradient's are the weight's, however long its contraction), and they serve small problems,
+    # whose contraction over channels x taps is a few hundred to a few thousand long
+    MIN_RESULT_PIECE = 128
 
     MAX_PIECES = 256
     FILL = 4  # work-groups per compute unit a cut aims at on a CPU: enough to fill it, with slack
@@ -58,15 +68,42 @@ class SplitK(Algorithm):
         return rounded(-(-contraction // splits), tk)
 
     @classmethod
-    def cuts(cls, contraction: int, tk: int) -> list[int]:
-        """Piece counts from 2 whose pieces are whole TK steps of at least MIN_PIECE, and exactly
-        that many of them cover the contraction (none left empty)."""
+    def cuts(cls, contraction: int, tk: int, min_piece: int | None = None) -> list[int]:
+        """Piece counts from 2 whose pieces are whole TK steps of at least ``min_piece``
+        (MIN_PIECE), and exactly that many of them cover the contraction (none left empty)."""
+        min_piece = cls.MIN_PIECE if min_piece is None else min_piece
         out = []
         for s in range(2, cls.MAX_PIECES + 1):
             piece = cls.piece_length(contraction, s, tk)
-            if piece >= cls.MIN_PIECE and -(-contraction // piece) == s:
+            if piece >= min_piece and -(-contraction // piece) == s:
                 out.append(s)
         return out
+
+    @staticmethod
+    def shape(problem: Problem, ksplit: int = 0) -> GemmShape:
+        """The pass's implicit GEMM (implicit_gemm's), its contraction cut into pieces of ``ksplit``:
+        the weight gradient's into a clc_real weight-shaped workspace, the others' into one shaped
+        as the result (the C view's ``partial``: the result's element count)."""
+        g = problem.geometry
+        if problem.pass_ == "backward_weight":
+            return weight_shape(g, "b_input_unfold_t", ksplit=ksplit, layout=problem.layout)
+        if problem.pass_ == "forward":
+            shape = forward_shape(g, "b_input_unfold", layout=problem.layout)
+        else:
+            shape = backward_data_shape(g, problem.layout)
+        if not ksplit:
+            return shape
+        return replace(shape, ksplit=ksplit, c={**shape.c, "partial": result_elements(problem)})
+
+    def min_piece(self, problem: Problem) -> int:
+        return self.MIN_PIECE if problem.pass_ == "backward_weight" else self.MIN_RESULT_PIECE
+
+    @staticmethod
+    def partial_elements(problem: Problem, shape: GemmShape) -> int:
+        """Elements of one piece's partial result: the weight gradient's or the pass's result."""
+        if problem.pass_ == "backward_weight":
+            return problem.geometry.groups * shape.M * shape.N
+        return result_elements(problem)
 
     def splits_for(self, problem: Problem, device, tile: dict) -> list[int]:
         """Piece counts worth running, best first.
@@ -85,16 +122,17 @@ class SplitK(Algorithm):
         at 25x25 (K = 5000 = 8 x 625 has no even cut in whole 16-steps; unsplit, that VGG weight
         gradient ran 6.4x cuDNN)."""
         g = problem.geometry
-        K = g.batch * g.out_pixels
-        shape = weight_shape(g, "b_input_unfold_t", layout=problem.layout)
+        shape = self.shape(problem)
+        K = shape.K
+        elements = self.partial_elements(problem, shape)
         tm, tn, tk = tile_extent(tile)
         tiles = -(-shape.M // tm) * -(-shape.N // tn) * g.groups
         fit = limits.of(device)
         limit = settings.workspace_limit(device)
         gpu = fit.gpu and not is_cpu_config(tile)
         out: list[tuple[Any, Any, int]] = []
-        for s in self.cuts(K, tk):
-            if s * g.groups * shape.M * shape.N * problem.itemsize > limit:
+        for s in self.cuts(K, tk, self.min_piece(problem)):
+            if s * elements * problem.itemsize > limit:
                 continue
             uneven = self.piece_length(K, s, tk) * s != K
             miss = self.fill_miss(fit, tile, tiles, s)
@@ -104,13 +142,14 @@ class SplitK(Algorithm):
     def decline_reason(self, problem, device):
         reason = super().decline_reason(problem, device)
         if reason is None and not any(self.splits_for(problem, device, t) for t in self.configs(problem, device)):
-            g = problem.geometry
-            reason = (f"the contraction (batch x output pixels = {g.batch * g.out_pixels}) has no cut into two or "
-                      f"more pieces of at least {self.MIN_PIECE} whose partials fit the workspace limit")
+            what = {"forward": "input channels x taps", "backward_data": "output channels x taps",
+                    "backward_weight": "batch x output pixels"}[problem.pass_]
+            reason = (f"the contraction ({what} = {self.shape(problem).K}) has no cut into two or more pieces "
+                      f"of at least {self.min_piece(problem)} whose partials fit the workspace limit")
         return reason
 
     def configs(self, problem, device):
-        shape = weight_shape(problem.geometry, "b_input_unfold_t", layout=problem.layout)
+        shape = self.shape(problem)
         fit = limits.of(device)
         # The split supplies the parallelism, so rank tiles by edge waste and reuse alone (a huge
         # group count switches off gemm_tiles' fill-the-device term); then the best split per tile.
@@ -139,10 +178,28 @@ class SplitK(Algorithm):
         g = problem.geometry
         splits = config["splits"]
         tk = tile_extent(tile_config(config))[2]
-        shape = weight_shape(g, "b_input_unfold_t", ksplit=self.piece_length(g.batch * g.out_pixels, splits, tk),
-                             layout=problem.layout)
-        elements = g.groups * shape.M * shape.N
+        shape = self.shape(problem, ksplit=self.piece_length(self.shape(problem).K, splits, tk))
+        elements = self.partial_elements(problem, shape)
         index = problem.index_type(elements * splits)
-        calls, workspaces = gemm_calls(problem, shape, tile_config(config), index, "dy", "x", "partial")
-        return Plan(problem, self.name, config, (*calls, splitk_sum(problem, index, splits, elements)),
+        a, b = GEMM_OPERANDS[problem.pass_]
+        calls, workspaces = gemm_calls(problem, shape, tile_config(config), index, a, b, "partial")
+        if problem.pass_ == "backward_weight":
+            total = splitk_sum(problem, index, splits, elements)
+        else:
+            channels, pixels = ((g.out_channels, g.out_pixels) if problem.pass_ == "forward"
+                                else (g.in_channels, g.in_pixels))
+            total = splitk_result(problem, index, splits, elements, channels, pixels)
+        return Plan(problem, self.name, config, (*calls, total),
                     {"partial": splits * elements * problem.itemsize, **workspaces})
+
+
+# The GEMM's A and B by pass (implicit_gemm's; the C is the partial workspace)
+GEMM_OPERANDS = {"forward": ("w", "x"), "backward_data": ("w", "dy"), "backward_weight": ("dy", "x")}
+
+
+def result_elements(problem: Problem) -> int:
+    """Elements of the pass's result (the forward's y, the data gradient's dx)."""
+    g = problem.geometry
+    if problem.pass_ == "forward":
+        return g.batch * g.out_channels * g.out_pixels
+    return g.batch * g.in_channels * g.in_pixels

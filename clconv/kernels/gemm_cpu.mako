@@ -184,7 +184,7 @@ ${fmas()}
 % else:
         {
 % endif
-% if c_view == "c_nchw":
+% if c_view == "c_nchw" and not c.get("partial"):
             const clc_idx pixel = n0 % ${c["pixels"]};
             if (nv == n0 && pixel + ${VN} <= ${c["pixels"]}) {
                 const clc_idx bi = chunk + n0 / ${c["pixels"]}, channel = g * ${c["M"]} + m;

@@ -278,8 +278,10 @@ inline clc_real clc_load_b(__global const clc_b_t* restrict w, clc_idx g, clc_id
 
 ## ---------------------------------------------------------------- C operands
 <%def name="c_nchw(p)">
-/* C(m, (b, pixel)) -> out(b, g*M + m, pixel): an activation (${layout}), the pass's result (the epilogue). */
-typedef clc_data clc_c_t;
+/* C(m, (b, pixel)) -> out(b, g*M + m, pixel): an activation (${layout}), the pass's result (the
+   epilogue); or, with p["partial"] (the result's elements), one piece of a cut contraction of it:
+   partial[split][the result's index], a clc_real workspace that clc_splitk_result sums. */
+typedef ${"clc_real" if p.get("partial") else "clc_data"} clc_c_t;
 inline void clc_store_c(__global clc_c_t* restrict out, __global const clc_data* restrict bias,
                         __global const clc_data* restrict residual,
                         clc_idx g, clc_idx split, clc_idx m, clc_idx n, clc_real value, int chunk)
@@ -291,7 +293,11 @@ inline void clc_store_c(__global clc_c_t* restrict out, __global const clc_data*
 % else:
     const clc_idx at = (b * ${p["channels"]} + channel) * ${p["pixels"]} + pixel;
 % endif
+% if p.get("partial"):
+    out[split * (clc_idx)${p["partial"]} + at] = value;
+% else:
     clc_store_result(out, at, value, bias, channel, residual);
+% endif
 }
 </%def>
 
@@ -354,13 +360,19 @@ inline void clc_store_c(__global clc_c_t* restrict out, __global const clc_data*
 
 <%def name="c_nhwc(p)">
 /* C((b, pixel), n) -> out(b, pixel, g*N + n): a channels-last activation, the pass's result (the
-   epilogue), from the transposed GEMM (rows the pixels, columns the group's channels). */
-typedef clc_data clc_c_t;
+   epilogue), from the transposed GEMM (rows the pixels, columns the group's channels); with
+   p["partial"], one piece of a cut contraction of it, as c_nchw's. */
+typedef ${"clc_real" if p.get("partial") else "clc_data"} clc_c_t;
 inline void clc_store_c(__global clc_c_t* restrict out, __global const clc_data* restrict bias,
                         __global const clc_data* restrict residual,
                         clc_idx g, clc_idx split, clc_idx m, clc_idx n, clc_real value, int chunk)
 {
     const clc_idx channel = g * ${p["N"]} + n;
-    clc_store_result(out, (chunk * ${p["pixels"]} + m) * ${p["channels"]} + channel, value, bias, channel, residual);
+    const clc_idx at = (chunk * ${p["pixels"]} + m) * ${p["channels"]} + channel;
+% if p.get("partial"):
+    out[split * (clc_idx)${p["partial"]} + at] = value;
+% else:
+    clc_store_result(out, at, value, bias, channel, residual);
+% endif
 }
 </%def>

@@ -1,8 +1,12 @@
 ## Small deterministic reductions (no float atomics: every sum has one fixed order).
 ## Entry points:
 ##   clc_splitk_sum  out[e] = sum over s of partial[s][e]      (the second kernel of split-K)
+##   clc_splitk_result  out[e] = epilogue(sum over s of partial[s][e])  (split-K of the forward and
+##                      data gradient: e indexes the result, channels and pixels say its channel)
 ##   clc_bias_grad   db[c] = sum over batch and space of dy[b][c][p]  (one work-group per channel)
-## Parameters: geom, real, data, index, entries (and the prelude's epilogue, bias: unused here); splits, elements (clc_splitk_sum); wg, the work-group
+## Parameters: geom, real, data, index, entries, epilogue, bias (the prelude's: clc_splitk_result
+## writes the pass's result, the others not); splits, elements (the split sums), channels and
+## pixels (clc_splitk_result: the result's channels and pixels per channel); wg, the work-group
 ## size (clc_bias_grad).
 <%namespace name="prelude" file="prelude.mako"/>
 ${prelude.header(geom, real, index, data, epilogue, bias)}
@@ -18,6 +22,26 @@ __kernel void clc_splitk_sum(__global const clc_real* restrict partial,
     for (int s = 1; s < ${splits}; ++s)
         acc += partial[(clc_idx)s * ${elements} + e];
     clc_st(out_base + out_off, e, acc);
+}
+</%def>\
+##
+<%def name="clc_splitk_result()">
+__kernel void clc_splitk_result(__global const clc_real* restrict partial,
+                                __global const clc_data* restrict bias_base, const long bias_off,
+                                __global const clc_data* restrict residual_base, const long residual_off,
+                                __global clc_data* restrict out_base, const long out_off)
+{
+    const clc_idx e = get_global_id(0);
+    if (e >= ${elements}) return;
+    clc_real acc = partial[e];
+    for (int s = 1; s < ${splits}; ++s)
+        acc += partial[(clc_idx)s * ${elements} + e];
+% if layout == "channels_last":
+    const clc_idx channel = e % ${channels};
+% else:
+    const clc_idx channel = e / ${pixels} % ${channels};
+% endif
+    clc_store_result(out_base + out_off, e, acc, bias_base + bias_off, channel, residual_base + residual_off);
 }
 </%def>\
 ##

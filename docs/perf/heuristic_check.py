@@ -45,6 +45,8 @@ SETS = {  # name: (shape specs, batch override, tuning run)
     "winograd sides": ([str(HERE / "h200-winograd-sides-layers.txt")], None, "h200-tune-winograd-sides.json"),
     "strided 1x1": ([str(HERE / "h200-strided-1x1-layers.txt")], None, "h200-tune-strided-1x1.json"),
     "short wgrad": ([str(HERE / "h200-short-wgrad-layers.txt")], None, "h200-tune-short-wgrad.json"),
+    # no tuning run: the split-K run's own times of every candidate
+    "splitk forward": ([str(HERE / "h200-splitk-forward-layers.txt")], None, "h200-splitk-forward.json"),
 }
 
 # Runs that timed every GEMM tile of the heuristic's algorithm (docs/perf/gemm_all_tiles.py; the
@@ -55,12 +57,30 @@ SETS = {  # name: (shape specs, batch override, tuning run)
 ALL_TILES = ("h200-all-tiles-a.json", "h200-all-tiles-b.json")
 
 
-def all_tiles_times() -> dict:
-    """(set name, layer, pass) -> {config label: ms} of the ALL_TILES runs."""
-    out: dict = {}
+# Runs of docs/perf/splitk_result_passes.py (2026-12-03, twelfth session): every candidate of the
+# forward and data gradient of four of the sets' layers with split-K's tiles and piece counts,
+# which serve those passes since then (the tuning runs before timed none), and of the layers written
+# to judge its forward rule (h200-splitk-forward-layers.txt, judged as a set of its own).  Their
+# times fill in the sets' rows as ALL_TILES' do.
+SPLITK_RUNS = ("h200-splitk-result-passes.json", "h200-splitk-forward.json")
+SPLITK_SETS = {  # the shape file a split-K run names -> the set it fills in
+    "docs/perf/h200-short-wgrad-layers.txt": "short wgrad", "small": "small",
+    "docs/perf/h200-winograd-sides-layers.txt": "winograd sides", "docs/perf/h200-strided-1x1-layers.txt": "strided 1x1",
+    "docs/perf/h200-splitk-forward-layers.txt": "splitk forward",
+}
+
+
+def all_tiles_times() -> list[dict]:
+    """For each of ALL_TILES and SPLITK_RUNS: (set name, layer, pass) -> {config label: ms}."""
+    out: list[dict] = []
     for name in ALL_TILES:
+        times: dict = {}
         for row in json.loads((HERE / name).read_text()):
-            out.setdefault((row["set"], row["layer"], row["pass"]), {}).update(row["times_ms"])
+            times.setdefault((row["set"], row["layer"], row["pass"]), {}).update(row["times_ms"])
+        out.append(times)
+    for name in SPLITK_RUNS:
+        rows = json.loads((HERE / name).read_text())["rows"]
+        out.append({(SPLITK_SETS[row["file"]], row["layer"], row["pass"]): row["times_ms"] for row in rows})
     return out
 
 
@@ -79,17 +99,19 @@ def h200():
     return devices.H200.stand_in()
 
 
-def judge(specs: list[str], batch, run: dict, device, extra: dict | None = None) -> list[dict]:
+def judge(specs: list[str], batch, run: dict, device, extras: list[dict] = ()) -> list[dict]:
     """For each layer-pass of ``run``: the heuristic's first candidate, its time and the best's
-    (``extra``: (layer, pass) -> more configs' times, merged in)."""
+    (``extras``: runs of (layer, pass) -> more configs' times, merged in one after the other)."""
     geometry = {}
     for spec in specs:
         for layer in shapes.resolve_layers(spec, batch):
             geometry[layer.label] = layer.geometry
     rows = []
-    for row in run["tuned"]:
+    for row in run["tuned"] if "tuned" in run else run["rows"]:
         problem = Problem(geometry[row["layer"]], row["pass"], "float32")
-        times = merged(row["times_ms"], (extra or {}).get((row["layer"], row["pass"])))
+        times = row["times_ms"]
+        for extra in extras:
+            times = merged(times, extra.get((row["layer"], row["pass"])))
         best = min(times, key=times.get)
         algorithm, config = candidates(problem, device)[0]
         key = label(algorithm, config)
@@ -136,10 +158,11 @@ def main():
     with_workspace_limit()
     sets = {spec: ([spec], None, path) for spec, path in (r.split("=", 1) for r in args.runs)} if args.runs else SETS
     everything = []
-    extra = all_tiles_times() if not args.runs else {}
+    extras = all_tiles_times() if not args.runs else []
     for name, (specs, batch, path) in sets.items():
         run = json.loads((HERE / path if not Path(path).exists() else Path(path)).read_text())
-        rows = judge(specs, batch, run, device, {(layer, pass_): t for (n, layer, pass_), t in extra.items() if n == name})
+        rows = judge(specs, batch, run, device,
+                     [{(layer, pass_): t for (n, layer, pass_), t in extra.items() if n == name} for extra in extras])
         report(name, rows, args.rows)
         everything += rows
     ratios = [r["ratio"] for r in everything]

@@ -30,10 +30,11 @@ from helpers import assert_matches, guarded, poisoned
 DEVICE = clconv.default_queue().device
 COMBOS = every_pass_algorithm(DEVICE, COVER)
 # Storage changes loads and stores only (the index logic is the float32 tests'): the 2D, 3D,
-# vector-row, 1x1 and split-K cases take every kernel family through them in float16; bfloat16,
-# whose loads and stores differ from float16's only in the prelude, the 2D, vector-row and 1x1 ones.
-# (Each is a program of its own: 16-bit GEMMs take 10-20 s to build on PoCL.)
-F16_CASES = (COVER[0], COVER[2], COVER[4], COVER[5], COVER[6])
+# vector-row, 1x1 and split-K cases (the weight gradient's, the forward's and data gradient's) take
+# every kernel family through them in float16; bfloat16, whose loads and stores differ from
+# float16's only in the prelude, the 2D, vector-row and 1x1 ones.  (Each is a program of its own:
+# 16-bit GEMMs take 10-20 s to build on PoCL.)
+F16_CASES = (COVER[0], COVER[2], COVER[4], COVER[5], COVER[6], COVER[7])
 BF16_CASES = (COVER[0], COVER[4], COVER[5])
 STORAGE_COMBOS = ([(c, p, a, "float16") for c, p, a in COMBOS if c in F16_CASES]
                   + [(c, p, a, "bfloat16") for c, p, a in COMBOS if c in BF16_CASES])

@@ -147,7 +147,7 @@ ROWS = [
     ("output-padding-forward", "output_padding != 0 for a non-transposed backward", lambda: backward(output_padding=1), ValueError, r"output_padding must be 0 for a non-transposed"),
     ("algorithm-name", "unknown algorithm name", lambda: conv(algorithm="fastest"), ValueError, r"algorithm must be 'auto' or one of .*'fastest'"),
     ("algorithm-type", "algorithm not a string", lambda: conv(algorithm=3), TypeError, r"algorithm must be a string, got 3"),
-    ("algorithm-pass", "algorithm without a kernel for the pass", lambda: conv(algorithm="splitk"), ValueError, r"algorithm must be 'auto' or one of .*'splitk'"),
+    ("algorithm-pass", "algorithm without a kernel for the pass", lambda: conv(algorithm="depthwise"), ValueError, r"algorithm must be 'auto' or one of .*'depthwise'"),
     ("algorithm-declines", "named algorithm that declines the geometry", lambda: conv(algorithm="gemm1x1"), ValueError, r"algorithm 'gemm1x1' cannot run the forward pass of .*: it serves only 1x1"),
     ("queue-type", "queue not a pyopencl.CommandQueue", lambda: conv(queue="gpu"), TypeError, r"queue must be a pyopencl.CommandQueue or None, got str"),
     ("mixed-contexts", "Arrays in different OpenCL contexts", lambda: conv(input=device_array((1, 4, 5, 5)), weight=other_context_array((6, 2, 3, 3))), TypeError, r"weight lives in another OpenCL context"),

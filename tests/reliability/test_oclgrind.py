@@ -58,6 +58,9 @@ def oclgrind_cases(which: str):
         # split-K's partials and its reduction kernel (the child lowers SplitK.MIN_PIECE so that a
         # contraction of 2 x 32 output pixels is cut: the same kernel code as a long one, 10x faster)
         Case(1, 2, 1, 2, (32,), (3,), 1, 1, passes=("backward_weight",), algorithms=("splitk",)),
+        # the forward's and data gradient's split-K: partials in the result's layout, summed through
+        # the bias (the child lowers MIN_RESULT_PIECE too: 6 channels x 3 taps cut into pieces)
+        Case(1, 2, 6, 6, (5,), (3,), 1, 1, bias=True, passes=("forward", "backward_data"), algorithms=("splitk",)),
     ]
     if which == "ci":
         return ci
@@ -99,6 +102,7 @@ def child(which: str, every_config: bool) -> int:
     from clconv.algorithms.splitk import SplitK
 
     SplitK.MIN_PIECE = 16
+    SplitK.MIN_RESULT_PIECE = 16
 
     queue = clconv.default_queue()
     assert "oclgrind" in queue.device.name.lower(), f"not running on Oclgrind but on {queue.device.name!r}"

@@ -33,7 +33,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 # the forward, data and weight gradient of one small layer; the algorithms with workspaces and
 # several kernels per call (im2col, winograd, splitk) are the ones that depend on ordering
-X_SHAPE, W_SHAPE, PADDING = (2, 8, 16, 16), (6, 8, 3, 3), 1  # 512 products per weight: splitk cuts it
+# (512 products per weight and 288 channels x taps both ways: splitk cuts every pass)
+X_SHAPE, W_SHAPE, PADDING = (2, 32, 16, 16), (32, 32, 3, 3), 1
 
 
 def _geometry():
@@ -202,7 +203,7 @@ def test_an_out_of_order_queue_gives_right_answers(queue, rng, algorithm):
     for round_ in range(3):
         for pass_ in expected:
             name = algorithm
-            if algorithm == "winograd" and pass_ == "backward_weight" or algorithm == "splitk" and pass_ != "backward_weight":
+            if algorithm == "winograd" and pass_ == "backward_weight":
                 name = "auto"
             results[(round_, pass_)] = _run(pass_, xd, wd, dyd, name)
     ooo.finish()

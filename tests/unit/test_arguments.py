@@ -240,7 +240,7 @@ def test_algorithm_not_serving_the_pass_is_refused(rng):
     case = GRADIENT_CASES[1]
     w, dy = random(rng, case.weight_shape), random(rng, case.output_shape)
     with pytest.raises(ValueError, match="algorithm"):
-        clconv.conv2d_input(case.input_shape, w, dy, **case.conv_args(), algorithm="splitk")
+        clconv.conv2d_input(case.input_shape, w, dy, **case.conv_args(), algorithm="depthwise")
     with pytest.raises(ValueError, match="algorithm"):
         clconv.conv2d_input(case.input_shape, w, dy, **case.conv_args(), algorithm="no_such_algorithm")
 
@@ -263,7 +263,7 @@ def test_convolution_backward_validates_before_work(rng, monkeypatch):
     with pytest.raises(TypeError):
         clconv.convolution_backward(dy, x.astype(np.float64), w, **args)
     with pytest.raises(ValueError, match="algorithm"):
-        clconv.convolution_backward(dy, x, w, **args, algorithm="splitk")  # no backward_data kernel
+        clconv.convolution_backward(dy, x, w, **args, algorithm="depthwise")  # no backward_data kernel
 
 
 # -- the transposed convolution -------------------------------------------------------------------

@@ -1,7 +1,9 @@
-"""The GPU heuristic against stored H200 tuning runs (docs/perf/h200-candidates-*.json: every
-candidate's kernel time for 315 layer-passes of ten layer sets, seven of them other networks'):
-the candidate it puts first, on that H200 described by hand, must stay near the best.  No GPU runs
-here; this is what keeps an edit of the GPU order from going unseen on a CPU-only CI."""
+"""The GPU heuristic against stored H200 tuning runs (docs/perf/h200-tune-*.json: every
+candidate's kernel time for 326 layer-passes of eleven layer sets, eight of them other networks'),
+with the runs that timed more configs merged in (heuristic_check.all_tiles_times: every GEMM tile,
+split-K's forward and data-gradient pieces): the candidate it puts first, on that H200 described by
+hand, must stay near the best of all that was timed.  No GPU runs here; this is what keeps an edit
+of the GPU order from going unseen on a CPU-only CI."""
 
 from __future__ import annotations
 
@@ -24,17 +26,20 @@ def judged():
     heuristic_check.with_workspace_limit()
     try:
         device = heuristic_check.h200()
-        return {name: heuristic_check.judge(specs, batch, json.loads((PERF / path).read_text()), device)
+        extras = heuristic_check.all_tiles_times()
+        return {name: heuristic_check.judge(specs, batch, json.loads((PERF / path).read_text()), device,
+                                            [{(layer, pass_): times for (set_, layer, pass_), times in extra.items()
+                                              if set_ == name} for extra in extras])
                 for name, (specs, batch, path) in heuristic_check.SETS.items()}
     finally:
         settings.workspace_limit = saved
 
 
 def test_every_stored_layer_pass_is_judged(judged):
-    assert sum(len(rows) for rows in judged.values()) == 315
+    assert sum(len(rows) for rows in judged.values()) == 326
 
 
-SET_BOUNDS = {"strided 1x1": 1.20}  # the geometric mean each set's first candidates must stay within
+SET_BOUNDS = {"strided 1x1": 1.22}  # the geometric mean each set's first candidates must stay within
 
 
 def test_the_first_candidate_stays_near_the_best(judged):
@@ -43,11 +48,14 @@ def test_the_first_candidate_stays_near_the_best(judged):
     planner before it on the same runs; 1.071x over the first 207 when the rules of the session
     before were written (1.082x on the list tuned after them), 1.122x before those rules.  Over
     285, with the Winograd-sides and strided 1x1 lists (2026-12-03, eleventh session): 1.053x;
-    over 315 with the short weight-gradient list too: 1.060x.
-    The strided 1x1 list (9 data gradients) stays at 1.17x: im2col's first GEMM tile there runs
-    1.2-1.3x its best on three layers, a known miss its bound records."""
+    over 315 with the short weight-gradient list too: 1.060x.  Against the best of every tile
+    timed (the all-tiles runs merged in) and with split-K for small forwards (2026-12-03, twelfth
+    session), over 326 with its own list: 1.067x (1.039x the tuning runs' winners, which timed no
+    split-K forward).
+    The strided 1x1 list (9 data gradients) stays at 1.21x: im2col's first GEMM tile there runs
+    1.2-1.5x its best on three layers, a known miss its bound records."""
     everything = [r["ratio"] for rows in judged.values() for r in rows]
-    assert heuristic_check.geomean(everything) <= 1.06
+    assert heuristic_check.geomean(everything) <= 1.07
     for name, rows in judged.items():
         assert heuristic_check.geomean(r["ratio"] for r in rows) <= SET_BOUNDS.get(name, 1.15), name
         worst = max(rows, key=lambda r: r["ratio"])

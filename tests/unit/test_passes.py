@@ -78,4 +78,5 @@ def test_algorithms_are_listed_by_pass():
     assert set(names) <= set(clconv.algorithms())
     for pass_ in PASSES:
         assert clconv.algorithms(pass_) == [n for n in REGISTRY if pass_ in REGISTRY[n].passes]
-    assert {"splitk", "depthwise"} <= set(clconv.algorithms("backward_weight")) - set(clconv.algorithms("forward"))
+    assert {"depthwise"} <= set(clconv.algorithms("backward_weight")) - set(clconv.algorithms("forward"))
+    assert all("splitk" in clconv.algorithms(pass_) for pass_ in PASSES)

@@ -108,7 +108,8 @@ H200_LIKE = H200.stand_in()  # as the planner saw the H200 of the stored runs
 @pytest.mark.parametrize("tag, pass_, wanted", [
     ("n32g1c64o64i56x56k3x3s1x1p1x1d1x1", "forward", True),        # tuning picked it on the H200
     ("n32g1c512o512i28x28k3x3s1x1p1x1d1x1", "backward_data", True),
-    ("n8g1c256o160i7x7k3x3s1x1p1x1d1x1", "forward", True),         # few tiles: 3x faster than the GEMM
+    ("n8g1c256o160i7x7k3x3s1x1p1x1d1x1", "forward", False),        # few tiles: split-K's pieces, 0.69x Winograd's time
+    ("n32g1c256o256i7x7k3x3s1x1p1x1d1x1", "forward", True),        # 1.8 GFLOP: split-K's best 1.45x Winograd's time
     ("n1g1c1024o1024i14x14k3x3s1x1p1x1d1x1", "backward_data", False),  # 49 tiles: 1.12x im2col's time
     ("n2g1c512o512i14x14k3x3s1x1p1x1d1x1", "backward_data", True),  # 98 tiles: 0.92x (1.12x with scalar loads)
     ("n2g1c1024o1024i16x16k3x3s1x1p1x1d1x1", "backward_data", True),  # 128 tiles: 0.63x
@@ -169,9 +170,33 @@ def test_gpu_heuristic_keeps_tiny_forwards_from_winograd():
     tiny = _problem("n2g1c32o64i20x20k3x3s1x1p1x1d1x1")
     assert tiny.geometry.flops < WINOGRAD_FORWARD_MIN_FLOPS
     assert heuristic_order(tiny, H200_LIKE)[0] == "implicit_gemm"
-    small = _problem("n1g1c128o128i7x7k5x5s1x1p2x2d1x1")  # 40 MFLOP: Winograd 0.38x the others' time
-    assert small.geometry.flops >= WINOGRAD_FORWARD_MIN_FLOPS
-    assert heuristic_order(small, H200_LIKE)[0] == "winograd"
+    short = _problem("n4g1c48o96i16x16k3x3s1x1p1x1d1x1")  # 85 MFLOP over 48 x 9: 22 against 53 us
+    assert short.geometry.flops >= WINOGRAD_FORWARD_MIN_FLOPS
+    assert "winograd" not in heuristic_order(short, H200_LIKE)[:2], heuristic_order(short, H200_LIKE)
+    assert heuristic_order(short, H200_LIKE)[0] == "implicit_gemm"
+
+
+@pytest.mark.parametrize("tag, wanted", [
+    ("n1g1c128o128i14x14k3x3s1x1p1x1d1x1", True),     # 58 MFLOP over 1152: 0.54x Winograd's time
+    ("n1g1c128o128i7x7k5x5s1x1p2x2d1x1", True),       # 40 MFLOP over 3200: 0.63x
+    ("n1g1c64o64i4x8x8k3x3x3s1x1x1p1x1x1d1x1x1", True),  # 3D, written after the rule: 0.32x implicit_gemm's
+    ("n4g1c256o64i64k5s1p2d1", True),                 # 1D k5: 0.73x
+    ("n4g1c192o192i12x12k3x3s1x1p1x1d1x1", True),     # 382 MFLOP: 0.83x Winograd's
+    ("n2g1c256o256i16x16k3x3s1x1p1x1d1x1", False),    # 604 MFLOP: split-K 1.38x Winograd's time
+    ("n4g1c48o96i16x16k3x3s1x1p1x1d1x1", False),      # 48 x 9 = 432 channel-taps: implicit_gemm
+    ("n8g1c512o256i28x28k1x1s2x2p0x0d1x1", False),    # 1x1: gemm1x1 reads the input in place
+    ("n1g2c256o256i14x14k3x3s1x1p1x1d1x1", False),    # grouped: not measured
+])
+def test_gpu_heuristic_cuts_small_forwards_with_long_contractions(tag, wanted):
+    """planner._small_forward_to_splitk: a forward of 2^25 to 384 Mi FLOPs over at least 512
+    input channels x taps runs split-K first on GPUs (its output is a handful of tiles, each over
+    the whole contraction); never on a CPU, nor channels-last (unmeasured)."""
+    problem = _problem(tag)
+    assert (heuristic_order(problem, H200_LIKE)[0] == "splitk") is wanted, heuristic_order(problem, H200_LIKE)
+    cpu = fake_device(gpu=False, compute_units=2)
+    assert heuristic_order(problem, cpu)[0] != "splitk"
+    last = Problem(problem.geometry, "forward", "float32", layout="channels_last")
+    assert heuristic_order(last, H200_LIKE)[0] != "splitk"
 
 
 @pytest.mark.parametrize("tag, wanted", [

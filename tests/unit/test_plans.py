@@ -74,6 +74,28 @@ def test_splitk_plan_sums_its_pieces_in_a_second_kernel(queue):
     assert plan.workspaces["partial"] == config["splits"] * g.weight_elements * 4
 
 
+@pytest.mark.parametrize("pass_, result", [("forward", "y"), ("backward_data", "dx")])
+def test_splitk_of_the_result_passes_sums_partials_through_the_epilogue(queue, pass_, result):
+    """The forward's and data gradient's split-K: the GEMM writes each piece in the result's
+    layout into a clc_real workspace (no epilogue, no bias), the second kernel sums the pieces
+    in order into the result, with the bias and the epilogue."""
+    from clconv.epilogue import Epilogue
+
+    g = geometry("n2g1c32o30i6x5k3x3s1x1p1x1d1x1")
+    problem = Problem(g, pass_, "float32", bias=True, epilogue=Epilogue("relu", residual=True))
+    splitk = REGISTRY["splitk"]
+    config = splitk.configs(problem, queue.device)[0]
+    plan = splitk.plan(problem, config, queue.device)
+    gemm, total = plan.calls[-2], plan.calls[-1]
+    assert config["splits"] >= 2 and total.entry == "clc_splitk_result"
+    elements = g.batch * (g.out_channels * g.out_pixels if pass_ == "forward" else g.in_channels * g.in_pixels)
+    assert plan.workspaces["partial"] == config["splits"] * elements * 4
+    assert [arg.role for arg in total.args] == ["partial", "bias", "residual", result]
+    assert gemm.source.params["c"]["partial"] == elements and not gemm.source.params["bias"]
+    assert gemm.source.params["epilogue"].is_identity and total.source.params["epilogue"] == problem.epilogue
+    assert total.source.params["bias"]
+
+
 def test_depthwise_rows_weight_gradient_in_slices_plans_a_sum(queue):
     problem = Problem(geometry("n1g2c2o4i3x4x18k2x3x3s1x1x1p1x1x1d1x1x1"), "backward_weight", "float32")
     plan = REGISTRY["depthwise_rows"].plan(problem, {"vn": 16, "lx": 8, "slices": 3}, queue.device)

@@ -8,9 +8,8 @@ then store each piece in the result's own layout, and the sum applies the bias a
 from __future__ import annotations
 
 import math
-from typing import Any
-
 from dataclasses import replace
+from typing import Any
 
 from .. import limits, settings
 from ..passes import PASSES

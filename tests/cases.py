@@ -344,7 +344,7 @@ def _splitk(case: Case, pass_: str) -> bool:
     if pass_ == "backward_weight":
         return splitk_expected_to_serve(case._batch * math.prod(case.out_size))
     channels = (case.cin if pass_ == "forward" else case.cout) // case.groups
-    return splitk_expected_to_serve(channels * math.prod(case.kernel), min_piece=128)
+    return case._batch > 0 and splitk_expected_to_serve(channels * math.prod(case.kernel), min_piece=128)
 
 
 def _winograd(case: Case, pass_: str) -> bool:

@@ -140,10 +140,14 @@ class SplitK(Algorithm):
 
     def decline_reason(self, problem, device):
         reason = super().decline_reason(problem, device)
+        shape = self.shape(problem)
+        if reason is None and not shape.M * shape.N:
+            # batch 0: ops returns the empty result (or a zero weight gradient) without planning
+            reason = "the problem is empty (batch 0): there is no GEMM to cut"
         if reason is None and not any(self.splits_for(problem, device, t) for t in self.configs(problem, device)):
             what = {"forward": "input channels x taps", "backward_data": "output channels x taps",
                     "backward_weight": "batch x output pixels"}[problem.pass_]
-            reason = (f"the contraction ({what} = {self.shape(problem).K}) has no cut into two or more pieces "
+            reason = (f"the contraction ({what} = {shape.K}) has no cut into two or more pieces "
                       f"of at least {self.min_piece(problem)} whose partials fit the workspace limit")
         return reason
 

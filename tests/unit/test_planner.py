@@ -272,6 +272,15 @@ def test_gemm1x1_declines_padded_1x1(rng):
         clconv.conv2d(x, w, padding=1, algorithm="gemm1x1")
 
 
+@pytest.mark.parametrize("pass_", PASSES)
+def test_splitk_declines_an_empty_batch_by_name(pass_):
+    """Batch 0 runs no kernel (ops returns the empty result); split-K says why it has nothing to
+    cut instead of ranking tiles over an empty matrix (a hypothesis find)."""
+    problem = _problem("n0g1c1o1i1k1s1p0d1", pass_)
+    reason = REGISTRY["splitk"].decline_reason(problem, fake_device(gpu=True, compute_units=8))
+    assert reason is not None and ("empty" in reason or "no cut" in reason), reason
+
+
 @pytest.mark.parametrize("algorithm,pass_,message", [
     ("splitk", "backward_weight", "no cut into two or more pieces"),
     ("gemm1x1", "backward_weight", "1x1"),

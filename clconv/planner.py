@@ -27,7 +27,6 @@ from .algorithms.winograd import Winograd
 from .builder import BuildError, build_kernels
 from .caches import Cache
 from .device import is_gpu
-from .geometry import ConvGeometry
 from .plan import CHANNELS_FIRST, Plan, Problem
 from .runtime import LaunchError, Operand, Runner, profiling_queue, random_operands, time_runner
 
@@ -169,12 +168,7 @@ def _small_forward_to_splitk(problem: Problem) -> bool:
     g = problem.geometry
     low, high = SPLITK_FORWARD_FLOPS
     return (problem.pass_ == "forward" and g.groups == 1 and g.kernel_volume > 1 and problem.layout == CHANNELS_FIRST
-            and _forward_contraction(g) >= SPLITK_FORWARD_MIN_CONTRACTION and low <= g.flops <= high)
-
-
-def _forward_contraction(g: ConvGeometry) -> int:
-    """The forward GEMM's contraction: input channels per group x taps."""
-    return g.cin_per_group * g.kernel_volume
+            and g.reduction_length >= SPLITK_FORWARD_MIN_CONTRACTION and low <= g.flops <= high)
 
 
 SPLITK_FORWARD_FLOPS = (2**25, 384 << 20)
@@ -324,7 +318,7 @@ def _winograd_pays(problem: Problem, device: cl.Device) -> bool:
         # (_small_forward_to_splitk); with a short one, the one implicit_gemm launch kept winning
         # (85 MFLOP, 48 channels x 9 taps: 22 against 53 us; docs/perf/h200-splitk-forward.json)
         small = g.flops <= SPLITK_FORWARD_FLOPS[1]
-        return g.flops >= WINOGRAD_FORWARD_MIN_FLOPS and not (small and _forward_contraction(g) < SPLITK_FORWARD_MIN_CONTRACTION)
+        return g.flops >= WINOGRAD_FORWARD_MIN_FLOPS and not (small and g.reduction_length < SPLITK_FORWARD_MIN_CONTRACTION)
     if problem.pass_ == "backward_weight":
         return g.flops >= WEIGHT_GRADIENT_MIN_FLOPS and winograd.tiles(problem, 2) >= WEIGHT_GRADIENT_MIN_TILES
     return g.flops >= DATA_GRADIENT_MIN_FLOPS and winograd.tiles(problem, 2) >= DATA_GRADIENT_MIN_TILES

@@ -719,6 +719,22 @@ def backward_data_shape(g: ConvGeometry, layout: str = CHANNELS_FIRST) -> GemmSh
     )
 
 
+# The implicit GEMM's operands by pass: (A, B, C, bias) (implicit_gemm's; split-K's A and B)
+IMPLICIT_ROLES = {"forward": ("w", "x", "y", "bias"), "backward_data": ("w", "dy", "dx", "bias"),
+                  "backward_weight": ("dy", "x", "dw", None)}
+
+
+def implicit_shape(problem: Problem) -> GemmShape:
+    """The pass as one GEMM whose tile loads do the im2col / col2im addressing (implicit_gemm's;
+    split-K cuts its contraction)."""
+    g = problem.geometry
+    if problem.pass_ == "forward":
+        return forward_shape(g, "b_input_unfold", layout=problem.layout)
+    if problem.pass_ == "backward_data":
+        return backward_data_shape(g, problem.layout)
+    return weight_shape(g, "b_input_unfold_t", layout=problem.layout)
+
+
 def strided_pointwise_data_shape(g: ConvGeometry) -> GemmShape:
     """The data gradient of a strided 1x1 layer without padding (channels-first): dx at the stride
     grid = W^T dy over the output pixels alone, zeros between (c_nchw_scatter).  The gather view

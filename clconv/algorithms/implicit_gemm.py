@@ -9,15 +9,10 @@ from ..passes import PASSES
 from ..plan import CHANNELS_FIRST, LAYOUTS, Plan, Problem
 from .base import Algorithm
 from .gemm import (
-    GemmShape, backward_data_shape, forward_shape, gemm_calls, gemm_tiles, is_dot_config, strided_pointwise_data_shape,
-    tile_config, vector_first, weight_contraction, weight_shape, with_dot_configs,
+    IMPLICIT_ROLES, GemmShape, backward_data_shape, forward_shape, gemm_calls, gemm_tiles, implicit_shape, is_dot_config,
+    strided_pointwise_data_shape, tile_config, vector_first, weight_contraction, weight_shape, with_dot_configs,
 )
 from .im2col import dot_weight_plan
-
-# The GEMM's operands by pass: (A, B, C, bias)
-GEMM_ROLES = {"forward": ("w", "x", "y", "bias"), "backward_data": ("w", "dy", "dx", "bias"),
-              "backward_weight": ("dy", "x", "dw", None)}
-
 
 class ImplicitGemm(Algorithm):
     name = "implicit_gemm"
@@ -26,12 +21,7 @@ class ImplicitGemm(Algorithm):
     description = "tiled GEMM whose tile loads do the im2col/col2im addressing: no column buffer"
 
     def _shape(self, problem: Problem) -> GemmShape:
-        g = problem.geometry
-        if problem.pass_ == "forward":
-            return forward_shape(g, "b_input_unfold", layout=problem.layout)
-        if problem.pass_ == "backward_data":
-            return backward_data_shape(g, problem.layout)
-        return weight_shape(g, "b_input_unfold_t", layout=problem.layout)
+        return implicit_shape(problem)
 
     def configs(self, problem, device):
         shape = self._shape(problem)
@@ -40,7 +30,7 @@ class ImplicitGemm(Algorithm):
 
     def plan(self, problem, config, device):
         calls, workspaces = gemm_calls(problem, self._shape(problem), tile_config(config), problem.index_type(),
-                                       *GEMM_ROLES[problem.pass_])
+                                       *IMPLICIT_ROLES[problem.pass_])
         return Plan(problem, self.name, config, tuple(calls), workspaces)
 
 

@@ -3,6 +3,8 @@ partials, and the bias gradient (not an algorithm of a pass: convolution_backwar
 
 from __future__ import annotations
 
+import math
+
 import pyopencl as cl
 
 from .. import limits
@@ -19,11 +21,19 @@ def splitk_sum(problem: Problem, index: str, splits: int, elements: int, result:
                 Arg("partial", with_offset=False), Arg(result or problem.spec.result))
 
 
-def splitk_result(problem: Problem, index: str, splits: int, elements: int, channels: int, pixels: int) -> KernelCall:
-    """The pass's result (elements of ``channels`` x ``pixels`` per image, in the problem's layout) =
-    the epilogue of the sum over s of partial[s][e], s in order (deterministic): the second kernel
-    of a forward or data gradient whose contraction is cut into ``splits`` pieces."""
-    src = source("reduce.mako", problem, index, splits=splits, elements=elements, channels=channels, pixels=pixels)
+def result_elements(problem: Problem) -> int:
+    """Elements of the pass's result (y, dx or dw): also those of each split-K piece's partials."""
+    return math.prod(problem.spec.result_shape(problem.geometry))
+
+
+def splitk_result(problem: Problem, index: str, splits: int) -> KernelCall:
+    """The pass's result (in the problem's layout) = the epilogue of the sum over s of
+    partial[s][e], s in order (deterministic): the second kernel of a forward or data gradient
+    whose contraction is cut into ``splits`` pieces."""
+    shape = problem.spec.result_shape(problem.geometry)  # (N, C, *spatial)
+    elements = math.prod(shape)
+    src = source("reduce.mako", problem, index, splits=splits, elements=elements, channels=shape[1],
+                 pixels=math.prod(shape[2:]))
     return call(src, "clc_splitk_result", (rounded(elements, 64),), None,
                 Arg("partial", with_offset=False), *epilogue_args(problem), Arg(problem.spec.result))
 

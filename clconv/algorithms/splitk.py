@@ -16,10 +16,10 @@ from ..passes import PASSES
 from ..plan import LAYOUTS, Plan, Problem, rounded
 from .base import Algorithm
 from .gemm import (
-    GPU_TILES, TILE_CANDIDATES, GemmShape, backward_data_shape, edge_waste, forward_shape, gemm_calls, gemm_tiles,
+    GPU_TILES, IMPLICIT_ROLES, TILE_CANDIDATES, GemmShape, edge_waste, gemm_calls, gemm_tiles, implicit_shape,
     is_cpu_config, tile_config, tile_extent, vector_first, weight_shape, work_items,
 )
-from .reduce import splitk_result, splitk_sum
+from .reduce import result_elements, splitk_result, splitk_sum
 
 
 class SplitK(Algorithm):
@@ -83,26 +83,15 @@ class SplitK(Algorithm):
         """The pass's implicit GEMM (implicit_gemm's), its contraction cut into pieces of ``ksplit``:
         the weight gradient's into a clc_real weight-shaped workspace, the others' into one shaped
         as the result (the C view's ``partial``: the result's element count)."""
-        g = problem.geometry
-        if problem.pass_ == "backward_weight":
-            return weight_shape(g, "b_input_unfold_t", ksplit=ksplit, layout=problem.layout)
-        if problem.pass_ == "forward":
-            shape = forward_shape(g, "b_input_unfold", layout=problem.layout)
-        else:
-            shape = backward_data_shape(g, problem.layout)
+        shape = implicit_shape(problem)
         if not ksplit:
             return shape
+        if problem.pass_ == "backward_weight":  # its partials in a clc_real workspace, not dw
+            return weight_shape(problem.geometry, "b_input_unfold_t", ksplit=ksplit, layout=problem.layout)
         return replace(shape, ksplit=ksplit, c={**shape.c, "partial": result_elements(problem)})
 
     def min_piece(self, problem: Problem) -> int:
         return self.MIN_PIECE if problem.pass_ == "backward_weight" else self.MIN_RESULT_PIECE
-
-    @staticmethod
-    def partial_elements(problem: Problem, shape: GemmShape) -> int:
-        """Elements of one piece's partial result: the weight gradient's or the pass's result."""
-        if problem.pass_ == "backward_weight":
-            return problem.geometry.groups * shape.M * shape.N
-        return result_elements(problem)
 
     def splits_for(self, problem: Problem, device, tile: dict) -> list[int]:
         """Piece counts worth running, best first.
@@ -123,7 +112,7 @@ class SplitK(Algorithm):
         g = problem.geometry
         shape = self.shape(problem)
         K = shape.K
-        elements = self.partial_elements(problem, shape)
+        elements = result_elements(problem)  # of one piece's partials (dw's, y's or dx's)
         tm, tn, tk = tile_extent(tile)
         tiles = -(-shape.M // tm) * -(-shape.N // tn) * g.groups
         fit = limits.of(device)
@@ -178,31 +167,16 @@ class SplitK(Algorithm):
         return out
 
     def plan(self, problem, config, device):
-        g = problem.geometry
         splits = config["splits"]
         tk = tile_extent(tile_config(config))[2]
         shape = self.shape(problem, ksplit=self.piece_length(self.shape(problem).K, splits, tk))
-        elements = self.partial_elements(problem, shape)
+        elements = result_elements(problem)
         index = problem.index_type(elements * splits)
-        a, b = GEMM_OPERANDS[problem.pass_]
+        a, b, _, _ = IMPLICIT_ROLES[problem.pass_]
         calls, workspaces = gemm_calls(problem, shape, tile_config(config), index, a, b, "partial")
         if problem.pass_ == "backward_weight":
             total = splitk_sum(problem, index, splits, elements)
         else:
-            channels, pixels = ((g.out_channels, g.out_pixels) if problem.pass_ == "forward"
-                                else (g.in_channels, g.in_pixels))
-            total = splitk_result(problem, index, splits, elements, channels, pixels)
+            total = splitk_result(problem, index, splits)
         return Plan(problem, self.name, config, (*calls, total),
                     {"partial": splits * elements * problem.itemsize, **workspaces})
-
-
-# The GEMM's A and B by pass (implicit_gemm's; the C is the partial workspace)
-GEMM_OPERANDS = {"forward": ("w", "x"), "backward_data": ("w", "dy"), "backward_weight": ("dy", "x")}
-
-
-def result_elements(problem: Problem) -> int:
-    """Elements of the pass's result (the forward's y, the data gradient's dx)."""
-    g = problem.geometry
-    if problem.pass_ == "forward":
-        return g.batch * g.out_channels * g.out_pixels
-    return g.batch * g.in_channels * g.in_pixels

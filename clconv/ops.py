@@ -28,8 +28,8 @@ from .dtypes import name_of
 from .epilogue import IDENTITY, Epilogue, check as check_epilogue
 from .plan import CHANNELS_FIRST, CHANNELS_LAST, Problem, check_layout
 from .tensors import (
-    check_allocation, check_device_dtype, check_out, check_tensor, common_dtype, empty_array, pick_queue,
-    result_allocator, to_operand, wait_list,
+    bind, check_allocation, check_device_dtype, check_out, check_tensor, common_dtype, empty_array, pick_queue,
+    to_operand,
 )
 
 Tensor = Any  # numpy.ndarray | pyopencl.array.Array
@@ -45,6 +45,7 @@ class _Static:
     dtype: np.dtype
     result_role: str
     result_shape: tuple[int, ...]  # as the user sees it (unbatched: no batch dimension)
+    context: cl.Context  # the queue's (asked of the driver once: each ask makes a new wrapper)
 
 
 class _Call(NamedTuple):
@@ -102,7 +103,7 @@ def _check_static(pass_: str, resolved: Resolved, dtype: np.dtype, queue: cl.Com
     if problem.spec.result_is_activation():
         shape = _user_shape(shape, resolved.unbatched, layout)
     check_allocation("the result", shape, dtype, queue)
-    return _Static(problem, dtype, problem.spec.result, shape)
+    return _Static(problem, dtype, problem.spec.result, shape, queue.context)
 
 
 def _first(shape: Any, ndim: int, layout: str) -> Any:
@@ -158,15 +159,12 @@ def _execute(call: _Call) -> Tensor:
     problem = static.problem
     if problem.geometry.batch == 0:
         return _empty_result(static.result_shape, static.dtype, queue, as_array, out)
-    operands, keep_alive = {}, []
-    for role, value in tensors.items():
-        operands[role], holder = to_operand(value, queue)
-        keep_alive.append(holder)
-    result = out if out is not None else empty_array(queue, static.result_shape, static.dtype,
-                                                     result_allocator(user, queue))
+    operands, allocator, wait_for, uploads = bind(tensors, queue, out)
+    result = out if out is not None else empty_array(queue, static.result_shape, static.dtype, allocator,
+                                                     static.context)
     operands[static.result_role], _ = to_operand(result, queue)
-    wait_for = wait_list([*user.values(), out], queue)
     events = planner.run(problem, queue, algorithm, operands, wait_for)
+    del uploads  # enqueued: OpenCL keeps their buffers until the kernels are done
     # The launches waited for every event the result had (out=), so the last one stands for them
     # all: an out= Array reused call after call keeps one event, where appending (add_event) grew
     # its list until pyopencl waited on the host every fourth call, and every call waited on the list.
@@ -570,12 +568,12 @@ def _bias_gradient(grad_output: Tensor, batched_shape: tuple[int, ...], queue: c
     g = ConvGeometry.make(ndim=len(spatial), batch=batch, groups=1, in_channels=1, out_channels=channels,
                           in_size=spatial, kernel=(1,) * len(spatial))
     runner = planner.bias_gradient_runner(Problem(g, "backward_weight", name_of(dtype), layout=layout), queue)
-    operand, holder = to_operand(grad_output, queue)
-    result = empty_array(queue, (channels,), dtype, result_allocator({"grad_output": grad_output}, queue))
-    db, _ = to_operand(result, queue)
-    events = runner.run(queue, {"dy": operand, "db": db}, wait_for=wait_list([grad_output], queue))
+    operands, allocator, wait_for, uploads = bind({"dy": grad_output}, queue)
+    result = empty_array(queue, (channels,), dtype, allocator)
+    operands["db"], _ = to_operand(result, queue)
+    events = runner.run(queue, operands, wait_for=wait_for)
+    del uploads  # enqueued: OpenCL keeps their buffers until the kernels are done
     result.add_event(events[-1])
-    del holder
     return result if as_array else result.get(queue)
 
 

@@ -7,7 +7,7 @@ the same queue, with no host round trip.  Everything here runs before any alloca
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable
+from typing import Any, NamedTuple
 
 import numpy as np
 import pyopencl as cl
@@ -91,16 +91,44 @@ def pick_queue(tensors: dict[str, Any], queue: cl.CommandQueue | None) -> tuple[
     return queue, bool(arrays)
 
 
-def wait_list(tensors: Iterable[Any], queue: cl.CommandQueue) -> list[cl.Event] | None:
-    """The events a call on ``queue`` must wait for: those of the device Arrays among ``tensors``,
-    except, on an in-order queue, the queue's own, which it runs in order anyway.  On NVIDIA's
-    driver every event in a wait list costs host time per enqueue (a data gradient's stream: 64 ->
-    50 us per call without its inputs' long-finished upload events), and a weight keeps its upload
-    event for as long as it lives."""
+class Bound(NamedTuple):
+    """A call's tensors as its kernels take them (:func:`bind`)."""
+
+    operands: dict[str, Operand]  # role -> device buffer and element offset
+    allocator: Any  # where the result's memory comes from
+    wait_for: list[cl.Event] | None  # what the first launch waits for
+    uploads: list[cl_array.Array]  # the numpy tensors' device copies: keep them until the launches are enqueued
+
+
+def bind(tensors: dict[str, Any], queue: cl.CommandQueue, out: cl_array.Array | None = None) -> Bound:
+    """A call's tensors (role -> numpy array or device Array; ``out``, if given, is waited for too)
+    as operands on ``queue``, in one pass (every call's path: three passes cost ~1.5 us more):
+
+    * numpy tensors are uploaded into the queue's pool (:func:`to_operand`);
+    * the result's allocator is that of the first device Array that has one (pyopencl's own
+      convention for an operation's result), else the queue's pool (:func:`queue_pool`), else None
+      (a driver allocation per result);
+    * the wait list holds the device Arrays' events, except, on an in-order queue, the queue's own,
+      which it runs in order anyway.  On NVIDIA's driver every event in a wait list costs host time
+      per enqueue (a data gradient's stream: 64 -> 50 us per call without its inputs'
+      long-finished upload events), and a weight keeps its upload event for as long as it lives."""
+    operands, uploads, events = {}, [], []
+    allocator = None
     ordered = in_order(queue)
-    events = [event for value in tensors if isinstance(value, cl_array.Array) for event in value.events
-              if not (ordered and _queue_of(event) == queue)]
-    return events or None
+    for role, value in tensors.items():
+        if not isinstance(value, cl_array.Array):
+            operands[role], upload = to_operand(value, queue)
+            uploads.append(upload)
+            continue
+        operands[role] = Operand(value.base_data, value.offset // value.dtype.itemsize)
+        if allocator is None:
+            allocator = value.allocator
+        for event in value.events:
+            if not (ordered and _queue_of(event) == queue):
+                events.append(event)
+    if out is not None:
+        events.extend(event for event in out.events if not (ordered and _queue_of(event) == queue))
+    return Bound(operands, allocator if allocator is not None else queue_pool(queue), events or None, uploads)
 
 
 def _queue_of(event: cl.Event) -> cl.CommandQueue:
@@ -143,16 +171,6 @@ def to_operand(value, queue: cl.CommandQueue) -> tuple[Operand, Any]:
 _layouts: Cache[tuple[tuple[int, ...], int]] = Cache("layouts", maxsize=4096)  # (shape, dtype) -> (strides, size)
 
 
-def result_allocator(tensors: dict[str, Any], queue: cl.CommandQueue):
-    """Where a result's memory comes from: the allocator of the first device Array among
-    ``tensors`` that has one (pyopencl's own convention for an operation's result), else the
-    queue's pool (:func:`queue_pool`), else None (a driver allocation per result)."""
-    for value in tensors.values():
-        if isinstance(value, cl_array.Array) and value.allocator is not None:
-            return value.allocator
-    return queue_pool(queue)
-
-
 def queue_pool(queue: cl.CommandQueue) -> cl_tools.MemoryPool | None:
     """The memory pool of an in-order ``queue``: results and numpy uploads come from it, so that a
     stream of calls makes no driver allocation per call (on NVIDIA's driver each one costs tens of
@@ -180,14 +198,15 @@ def empty_cache() -> None:
             pool.free_held()
 
 
-def empty_array(queue: cl.CommandQueue, shape: tuple[int, ...], dtype: np.dtype, allocator=None) -> cl_array.Array:
+def empty_array(queue: cl.CommandQueue, shape: tuple[int, ...], dtype: np.dtype, allocator=None,
+                context: cl.Context | None = None) -> cl_array.Array:
     """``pyopencl.array.empty(queue, shape, dtype)``, cheaper for a shape seen before.
 
     pyopencl's constructor validates the shape with numpy on every call (~14 us on PoCL, a third of
     a cached call's host time).  Its fast path (``_fast=True``, which pyopencl's own ``empty_like``
     uses) skips that; it is fed the strides and size of an Array that the public constructor made
     for this shape and dtype, so both give the same Array.  Should a pyopencl release drop that
-    keyword, this falls back to the public constructor.
+    keyword, this falls back to the public constructor.  ``context``: the queue's, if the caller has it.
     """
     layout = _layouts.get((shape, dtype))
     if layout is None:
@@ -197,7 +216,7 @@ def empty_array(queue: cl.CommandQueue, shape: tuple[int, ...], dtype: np.dtype,
     strides, size = layout
     try:
         return cl_array.Array(None, shape, dtype, allocator=allocator, strides=strides, _fast=True, _size=size,
-                              _context=queue.context, _queue=queue)
+                              _context=queue.context if context is None else context, _queue=queue)
     except TypeError:
         return cl_array.empty(queue, shape, dtype, allocator=allocator)
 

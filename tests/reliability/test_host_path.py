@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pyopencl as cl
 import pyopencl.array as cl_array
+import pyopencl.tools as cl_tools
 import pytest
 
 import clconv
@@ -70,25 +71,32 @@ def test_an_out_array_reused_call_after_call_keeps_one_event(queue, rng, monkeyp
 
 def test_a_call_waits_for_other_queues_events_but_not_its_own(queue, rng):
     """The wait list of a call on an in-order queue: another queue's event and a user event stay,
-    the queue's own events go (it runs them in order); an out-of-order queue waits for all."""
-    from clconv.tensors import wait_list
+    the queue's own events go (it runs them in order); an out-of-order queue waits for all.  The
+    result's allocator is the first Array's that has one, else the queue's pool; numpy tensors are
+    uploaded."""
+    from clconv.tensors import bind, queue_pool
 
     own = cl_array.to_device(queue, random(rng, (4,)))
     other_queue = cl.CommandQueue(queue.context)
-    other = cl_array.to_device(other_queue, random(rng, (4,)))
+    other = cl_array.to_device(other_queue, random(rng, (4,)), allocator=cl_tools.ImmediateAllocator(other_queue))
     gate = cl.UserEvent(queue.context)
     gated = cl_array.to_device(queue, random(rng, (4,)))
     gated.add_event(gate)
     try:
-        waited = wait_list([own, None, other, gated, random(rng, (4,))], queue)
-        assert waited is not None and len(waited) == 2
-        assert {event.int_ptr for event in waited} == {other.events[0].int_ptr, gate.int_ptr}
-        assert wait_list([own], queue) is None
+        bound = bind({"a": own, "b": other, "c": gated, "d": random(rng, (4,))}, queue)
+        assert bound.wait_for is not None and len(bound.wait_for) == 2
+        assert {event.int_ptr for event in bound.wait_for} == {other.events[0].int_ptr, gate.int_ptr}
+        assert len(bound.uploads) == 1 and bound.operands["d"].buffer is bound.uploads[0].base_data
+        assert bound.allocator is other.allocator  # the first Array's that has one (own has none)
+        assert bind({"a": own}, queue).allocator is queue_pool(queue)
+        assert bind({"a": own}, queue).wait_for is None
+        out = cl_array.to_device(other_queue, random(rng, (4,)))
+        assert bind({"a": own}, queue, out).wait_for == list(out.events)
         try:
             ooo = cl.CommandQueue(queue.context, properties=cl.command_queue_properties.OUT_OF_ORDER_EXEC_MODE_ENABLE)
         except cl.Error:
             return
-        assert len(wait_list([own.with_queue(ooo)], ooo)) == len(own.events) == 1
+        assert len(bind({"a": own.with_queue(ooo)}, ooo).wait_for) == len(own.events) == 1
     finally:
         gate.set_status(cl.command_execution_status.COMPLETE)
 

@@ -310,3 +310,21 @@ def test_transposed_bad_arguments_raise_naming_them(rng):
         clconv.conv_transpose2d_weight(x, w.shape, random(rng, (1, 3, 7, 8)))
     with pytest.raises(ValueError, match="weight_size"):
         clconv.conv_transpose2d_weight(x, (4, 3, 3), random(rng, (1, 3, 7, 7)))
+
+
+def test_memo_keys_tell_apart_what_the_resolvers_tell_apart():
+    """The key of a repeated call (resolve.frozen) must differ wherever a check could: 1, True and
+    1.0 are equal in Python, a tuple is not a list, a padding pair is not a flat tuple; and it
+    refuses types it cannot key (numpy integers), so such a call is checked afresh."""
+    from clconv.resolve import frozen
+
+    values = [1, True, 1.0, "1", None, (1, 1), (1, True), (1, 1.0), [1, 1], [1, True], (), [], ((),), ([],),
+              ((1, 1), (2, 2)), ((1, True), (2, 2)), [(1, 1), (2, 2)], ((1, 1), [2, 2]), (1, (1,)), (1, [1]),
+              ((1,),), [(1,)], [[1]], ([1],), ("same",), (2, 1, 1, 1, 1, None, 0.01, 1.0, 1.0, "auto"),
+              (2, 1, 1, 1, 1, None, 0.01, 1, 1.0, "auto"), (2, (1, 1), 1, 1, 1, None, 0.01, 1.0, 1.0, "auto")]
+    keys = [frozen(value) for value in values]
+    assert len(set(keys)) == len(values)
+    assert frozen((1, (2, 3))) == frozen((1, (2, 3))) and hash(frozen([(1, 2), 3])) == hash(frozen([(1, 2), 3]))
+    for unkeyable in (np.int64(1), (np.int64(1),), ((1, np.int32(2)),), [np.float32(1)], (1, object())):
+        with pytest.raises(TypeError):
+            frozen(unkeyable)

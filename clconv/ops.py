@@ -290,7 +290,11 @@ def tune(op: Callable[..., Any], *args: Any, **kwargs: Any) -> dict:
     call = _call_of(op, args, kwargs)
     if call.algorithm != "auto":
         raise ValueError(f"algorithm must be 'auto' to tune (the choice is what tuning makes), got {call.algorithm!r}")
-    _, entry = planner.tune(call.static.problem, call.queue, measure=True)
+    problem = call.static.problem
+    if not problem.geometry.batch:
+        raise ValueError(f"the call's batch is empty (0 images, {problem.geometry.tag()}): it runs no kernel, so "
+                         "there is nothing to tune; tune it with the batch it will run")
+    _, entry = planner.tune(problem, call.queue, measure=True)
     return entry
 
 
@@ -300,7 +304,12 @@ def render(op: Callable[..., Any], *args: Any, **kwargs: Any) -> str:
     Example: ``print(clconv.render(clconv.conv2d, x, w, padding=1, algorithm="im2col"))``.
     """
     call = _call_of(op, args, kwargs)
-    return planner.render(call.static.problem, call.queue.device, call.algorithm)
+    problem = call.static.problem
+    if not problem.geometry.batch:
+        what = "a zero weight gradient (a sum over no images)" if problem.pass_ == "backward_weight" else "an empty result"
+        return (f"// clconv: {problem.pass_} of {problem.geometry.tag()} ({problem.dtype}): the batch is empty, so "
+                f"the call returns {what} without building or running a kernel")
+    return planner.render(problem, call.queue.device, call.algorithm)
 
 
 # -- forward convolution ---------------------------------------------------------------------------

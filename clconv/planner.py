@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 
 import pyopencl as cl
 
@@ -67,7 +68,14 @@ def check_algorithm(name: object, pass_: str) -> None:
 
 
 def check_serves(algorithm: Algorithm, problem: Problem, device: cl.Device) -> None:
-    reason = algorithm.decline_reason(problem, device)
+    """Raise ValueError if ``algorithm`` declines ``problem``.  An empty batch runs no kernel (ops
+    returns its result without planning), but a named algorithm must still serve the layer, and
+    algorithms size their tiles by the batch: it is asked about the same layer with one image."""
+    if not problem.geometry.batch:
+        problem_asked = replace(problem, geometry=replace(problem.geometry, batch=1))
+    else:
+        problem_asked = problem
+    reason = algorithm.decline_reason(problem_asked, device)
     if reason is not None:
         raise ValueError(
             f"algorithm {algorithm.name!r} cannot run the {problem.pass_} pass of {problem.geometry.tag()}: {reason}"

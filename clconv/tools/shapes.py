@@ -125,6 +125,9 @@ def parse_descriptor(text: str, transposed: bool = False, name: str | None = Non
         return default if value is None else value
 
     mb, groups, ic, oc = values.get("mb", 2), values.get("g", 1), values["ic"], values["oc"]
+    if mb < 1:
+        raise ValueError(f"benchdnn descriptor {raw!r}: mb0 is an empty batch, which runs no kernel "
+                         "(nothing to time or tune): give mb1 or more")
     in_size: list[int] = []
     out_size: list[int] = []
     kernel: list[int] = []

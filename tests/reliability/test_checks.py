@@ -209,6 +209,28 @@ def test_empty_batch_gives_empty_result_and_zero_weight_gradient():
     assert stats.source_builds == builds, "an empty batch built a kernel"
 
 
+def test_an_empty_batch_with_a_named_algorithm_render_and_tune():
+    """An empty batch runs no kernel whatever the algorithm: a named one is accepted when it serves
+    the layer (asked as the same layer with one image: Winograd used to divide by the empty batch's
+    tile count) and refused by name when it does not; render says no kernel runs, tune refuses."""
+    x, dy, w = t(0, 8, 6, 6), t(0, 8, 6, 6), t(8, 8, 3, 3)
+    builds = stats.source_builds
+    for algorithm in ("winograd", "implicit_gemm", "direct", "im2col"):
+        assert clconv.conv2d(x, w, padding=1, algorithm=algorithm).shape == (0, 8, 6, 6)
+        assert clconv.conv2d_input((0, 8, 6, 6), w, dy, padding=1, algorithm=algorithm).shape == (0, 8, 6, 6)
+        dw = clconv.conv2d_weight(x, w.shape, dy, padding=1, algorithm=algorithm)
+        assert dw.shape == w.shape and not dw.any()
+    assert stats.source_builds == builds, "an empty batch built a kernel"
+    with pytest.raises(ValueError, match=r"'gemm1x1' cannot run the forward pass of n0g1c8o8.*1x1 kernels"):
+        clconv.conv2d(x, w, padding=1, algorithm="gemm1x1")
+    text = clconv.render(clconv.conv2d, x, w, padding=1)
+    assert "batch is empty" in text and "__kernel" not in text
+    assert "zero weight gradient" in clconv.render(clconv.conv2d_weight, x, w.shape, dy, padding=1)
+    with pytest.raises(ValueError, match="batch is empty.*nothing to tune"):
+        clconv.tune(clconv.conv2d, x, w, padding=1)
+    assert stats.source_builds == builds
+
+
 @pytest.mark.parametrize("algorithm", ["direct", "im2col", "implicit_gemm"])
 def test_nan_and_inf_propagate_as_ieee_says(algorithm):
     """A NaN input poisons exactly the outputs whose window covers it; inf x 0 is NaN; inf x w is inf."""

@@ -63,7 +63,7 @@ def test_transposed_layer_is_the_canonical_data_gradient():
 
 @pytest.mark.parametrize("bad, what", [
     ("mb2ih5oc4", "ic"), ("mb2ic4oc4", "spatial"), ("mb2ic4ih5oc4xx3", "cannot parse"),
-    ("mb2ic4ic5ih5oc4", "twice"), ("mb2g3ic4ih5oc6", "g3"),
+    ("mb2ic4ic5ih5oc4", "twice"), ("mb2g3ic4ih5oc6", "g3"), ("mb0ic4ih6oc8kh3ph1", "mb0 is an empty batch"),
 ])
 def test_errors_name_the_problem(bad, what):
     with pytest.raises(ValueError, match=what):

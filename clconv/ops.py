@@ -84,12 +84,17 @@ def _prepare(family: str, resolved: Resolved, user: dict[str, Tensor], algorithm
     if residual is not None and tuple(residual.shape) != static.result_shape:
         raise ValueError(f"residual must have the result's shape {static.result_shape}, got {tuple(residual.shape)}")
     if out is not None:
-        check_out(out, static.result_shape, dtype, queue)
-        if residual is not None and _overlap(out, residual):
-            raise ValueError("out and residual share memory: the kernels read the residual while writing out; "
-                             "pass a residual that does not overlap out")
+        _check_out(out, static, residual)
         as_array = True
     return _Call(static, tensors, user, queue, as_array, algorithm, out)
+
+
+def _check_out(out: Tensor, static: _Static, residual: Tensor | None) -> None:
+    """An ``out=`` Array for the result: its own checks, on every call (a repeated one's too)."""
+    check_out(out, static.result_shape, static.dtype, static.context)
+    if residual is not None and _overlap(out, residual):
+        raise ValueError("out and residual share memory: the kernels read the residual while writing out; "
+                         "pass a residual that does not overlap out")
 
 
 def _check_static(pass_: str, resolved: Resolved, dtype: np.dtype, queue: cl.CommandQueue, algorithm: str,
@@ -194,14 +199,15 @@ _repeats: Cache[_Static] = Cache("repeats", maxsize=4096)
 
 def _repeatable(family: str, tensors: tuple[str, ...]) -> Callable[[Callable[..., _Call]], Callable[..., _Call]]:
     """A family's checking function (``ndim, *arguments`` -> :class:`_Call`), with a memo for the
-    calls a stream repeats: device Arrays on one queue, no ``queue=`` or ``out=``.
+    calls a stream repeats: device Arrays on one queue, no ``queue=``, an ``out=`` Array or none.
 
     Everything the checks derive (the resolved geometry, the problem, the result's shape) depends
     only on the tensors' shapes and dtypes, the other arguments and the queue; so a call whose key
     was checked in full before is left with the checks that depend on the tensors themselves (type,
-    contiguity, offset: ``check_tensor``, in the full path's order and with its errors).  Any other
-    call (numpy tensors, an Array without a queue, Arrays of two queues, argument types the key does
-    not take) takes the full path."""
+    contiguity, offset: ``check_tensor``, in the full path's order and with its errors; ``out``'s
+    shape, dtype, context and overlap with the residual).  Any other call (numpy tensors, an Array
+    without a queue, Arrays of two queues, argument types the key does not take) takes the full
+    path.  (Calls with ``out=`` took the full path too until 2026-12-03: ~1 us more a call.)"""
     roles = OPS[family].roles
 
     def decorate(check: Callable[..., _Call]) -> Callable[..., _Call]:
@@ -213,8 +219,10 @@ def _repeatable(family: str, tensors: tuple[str, ...]) -> Callable[[Callable[...
 
         def key_of(args: tuple) -> tuple | None:
             """(family, queue, the tensors' shapes and dtypes, the other arguments), or None."""
-            if len(args) != len(names) or args[queue_at] is not None or args[out_at] is not None:
+            if len(args) != len(names) or args[queue_at] is not None:
                 return None
+            if args[out_at] is not None and type(args[out_at]) is not cl_array.Array:
+                return None  # the full path's TypeError
             queue: cl.CommandQueue | None = None
             layouts: list[tuple | None] = []
             for _, i, _ in tensor_at:
@@ -245,7 +253,10 @@ def _repeatable(family: str, tensors: tuple[str, ...]) -> Callable[[Callable[...
                     value = user[name] = args[i]
                     if value is not None:
                         present[role] = check_tensor(name, value)  # raises as the full path would
-                return _Call(static, present, user, key[1], True, args[algorithm_at], None)
+                out = args[out_at]
+                if out is not None:
+                    _check_out(out, static, present.get("residual"))
+                return _Call(static, present, user, key[1], True, args[algorithm_at], out)
             call = check(*args, **kwargs)
             if key is not None:
                 _repeats.put(key, call.static)

@@ -221,15 +221,16 @@ def empty_array(queue: cl.CommandQueue, shape: tuple[int, ...], dtype: np.dtype,
         return cl_array.empty(queue, shape, dtype, allocator=allocator)
 
 
-def check_out(out, shape: tuple[int, ...], dtype: np.dtype, queue: cl.CommandQueue):
-    """Validate a caller-provided output Array (it may be a view with an offset into a larger buffer)."""
+def check_out(out, shape: tuple[int, ...], dtype: np.dtype, context: cl.Context):
+    """Validate a caller-provided output Array (it may be a view with an offset into a larger
+    buffer) for a call on a queue of ``context``."""
     if not isinstance(out, cl_array.Array):
         raise TypeError(f"out must be a pyopencl.array.Array, got {type(out).__name__}")
     if tuple(out.shape) != tuple(shape):
         raise ValueError(f"out must have shape {tuple(shape)}, got {tuple(out.shape)}")
     if out.dtype != dtype:
         raise TypeError(f"out must have dtype {dtype}, got {out.dtype}")
-    if out.context != queue.context:
+    if out.context != context:
         raise TypeError("out lives in another OpenCL context than the queue the call runs on")
     check_tensor("out", out)
     return out

@@ -144,6 +144,38 @@ def test_repeated_calls_skip_the_static_checks_but_never_the_tensors_own(queue, 
         clconv.conv2d(elsewhere, wd, bd, padding=1)
 
 
+def test_repeated_calls_with_out_take_the_memo_and_check_out_each_time(queue, rng, monkeypatch):
+    """``out=`` calls repeat through the memo too (they took the full path every time), and each
+    checks its out Array as the full path does."""
+    from clconv import ops
+
+    x, w, r = random(rng, (2, 3, 7, 6)), random(rng, (4, 3, 3, 3)), random(rng, (2, 4, 7, 6))
+    g = resolve_conv(2, x.shape, w.shape, None, 1, 1, 1, 1).geometry
+    xd, wd, rd = (cl_array.to_device(queue, a) for a in (x, w, r))
+    out = cl_array.to_device(queue, np.full((2, 4, 7, 6), np.nan, np.float32))
+    clconv.clear_caches()
+    full = []
+    prepare = ops._prepare
+    monkeypatch.setattr(ops, "_prepare", lambda *a, **k: full.append(1) or prepare(*a, **k))
+    for step in range(3):
+        assert clconv.conv2d(xd * float(step + 1), wd, padding=1, residual=rd, out=out) is out
+        ref = reference.forward(g, (step + 1) * x.astype(np.float64), w) + r
+        assert_matches(out.get(), ref, g.reduction_length)
+    assert len(full) == 1 and len(ops._repeats) == 1
+    with pytest.raises(ValueError, match=r"out must have shape \(2, 4, 7, 6\)"):
+        clconv.conv2d(xd, wd, padding=1, residual=rd, out=cl_array.empty(queue, (2, 4, 7, 5), np.float32))
+    with pytest.raises(TypeError, match="out must have dtype float32"):
+        clconv.conv2d(xd, wd, padding=1, residual=rd, out=cl_array.empty(queue, (2, 4, 7, 6), np.float64))
+    with pytest.raises(ValueError, match="out and residual share memory"):
+        clconv.conv2d(xd, wd, padding=1, residual=rd, out=rd)
+    with pytest.raises(TypeError, match="out must be a pyopencl.array.Array"):
+        clconv.conv2d(xd, wd, padding=1, residual=rd, out=np.empty((2, 4, 7, 6), np.float32))
+    with pytest.raises(ValueError, match="out must be a C-contiguous"):
+        wide = cl_array.empty(queue, (2, 4, 7, 12), np.float32)
+        clconv.conv2d(xd, wd, padding=1, residual=rd, out=wide[:, :, :, ::2])
+    assert len(full) == 2, "only the numpy out took the full path"
+
+
 STORE = """
 __kernel void clc_store(__global float* a, const long a_off, const int value) { a[a_off] = value; }
 __kernel void clc_four(__global float* x, const long x_off, __global float* col, __global float* bias,

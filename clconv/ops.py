@@ -52,8 +52,7 @@ class _Call(NamedTuple):
     """A checked call: ready to run (:func:`_execute`) or to render (:func:`render`)."""
 
     static: _Static
-    tensors: dict[str, Tensor]  # canonical role -> user tensor
-    user: dict[str, Tensor]  # user argument name -> tensor, for the result's allocator and events
+    tensors: dict[str, Tensor]  # canonical role -> user tensor, in the op's argument order
     queue: cl.CommandQueue
     as_array: bool
     algorithm: str
@@ -86,7 +85,7 @@ def _prepare(family: str, resolved: Resolved, user: dict[str, Tensor], algorithm
     if out is not None:
         _check_out(out, static, residual)
         as_array = True
-    return _Call(static, tensors, user, queue, as_array, algorithm, out)
+    return _Call(static, tensors, queue, as_array, algorithm, out)
 
 
 def _check_out(out: Tensor, static: _Static, residual: Tensor | None) -> None:
@@ -160,7 +159,7 @@ def _overlap(out: cl_array.Array, other: Tensor) -> bool:
 
 def _execute(call: _Call) -> Tensor:
     """Upload what is on the host, allocate the result, plan and enqueue; the result as given."""
-    static, tensors, user, queue, as_array, algorithm, out = call
+    static, tensors, queue, as_array, algorithm, out = call
     problem = static.problem
     if problem.geometry.batch == 0:
         return _empty_result(static.result_shape, static.dtype, queue, as_array, out)
@@ -248,15 +247,15 @@ def _repeatable(family: str, tensors: tuple[str, ...]) -> Callable[[Callable[...
             key = None if kwargs else key_of(args)
             static = _repeats.get(key) if key is not None else None
             if key is not None and static is not None:
-                user, present = {}, {}
+                present = {}
                 for name, i, role in tensor_at:
-                    value = user[name] = args[i]
+                    value = args[i]
                     if value is not None:
                         present[role] = check_tensor(name, value)  # raises as the full path would
                 out = args[out_at]
                 if out is not None:
                     _check_out(out, static, present.get("residual"))
-                return _Call(static, present, user, key[1], True, args[algorithm_at], out)
+                return _Call(static, present, key[1], True, args[algorithm_at], out)
             call = check(*args, **kwargs)
             if key is not None:
                 _repeats.put(key, call.static)

@@ -197,7 +197,7 @@ def frozen(value: Any) -> Any:
     are equal and hash alike, but only ``1`` is a valid size, so a tuple's key carries its items'
     types (a lone int, string or None goes through as it is; a list is tagged as one).  Anything
     else (numpy integers, arrays, ...) raises TypeError: such a call is resolved afresh each time.
-    A repeated call's whole key is made here (~0.4 us for an op's dozen arguments)."""
+    A repeated call's whole key is made here (~0.7 us for an op's dozen flat arguments)."""
     kind = type(value)
     if kind is int or kind is str or value is None:
         return value

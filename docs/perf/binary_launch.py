@@ -14,12 +14,12 @@ rounds, for a few layer-passes; and the same for an empty kernel built both ways
 """
 
 import os
-import time
 
 import numpy as np
 import pyopencl as cl
 
 import clconv
+from clconv.tools.timing import stream_seconds_per_call
 from clconv import builder, planner, runtime
 from clconv.caches import clear_caches
 from clconv.plan import Problem
@@ -30,17 +30,11 @@ LAYERS = [("mb4ic128ih14oc128oh14kh3ph1", "forward"), ("mb4ic128ih14oc128oh14kh3
 CALLS, ROUNDS = 200, 5
 
 
-def stream_us(fn, queue):
-    best = float("inf")
-    fn()
+def stream_us(call, queue) -> float:
+    """Host time per call of a stream of CALLS calls with one sync, the best of ROUNDS streams (us)."""
+    call()
     queue.finish()
-    for _ in range(ROUNDS):
-        start = time.perf_counter()
-        for _ in range(CALLS):
-            fn()
-        queue.finish()
-        best = min(best, (time.perf_counter() - start) / CALLS)
-    return 1e6 * best
+    return 1e6 * stream_seconds_per_call(call, queue.finish, CALLS, ROUNDS)
 
 
 def runner_stream(problem, queue):

@@ -10,27 +10,20 @@ clconv it imported: ``PYTHONPATH=TREE python docs/perf/host_chain.py``, alternat
 of another commit's clconv/ folder) to compare them in one host's processes.
 """
 
-import time
-
 import numpy as np
 import pyopencl.array as cla
 
 import clconv
+from clconv.tools.timing import stream_seconds_per_call
 
 CALLS, ROUNDS = 400, 7
 
 
 def per_call_us(call, queue) -> float:
+    """Host time per call of a stream of CALLS calls with one sync, the best of ROUNDS streams (us)."""
     call()
     queue.finish()
-    best = float("inf")
-    for _ in range(ROUNDS):
-        start = time.perf_counter()
-        for _ in range(CALLS):
-            call()
-        queue.finish()
-        best = min(best, (time.perf_counter() - start) / CALLS)
-    return 1e6 * best
+    return 1e6 * stream_seconds_per_call(call, queue.finish, CALLS, ROUNDS)
 
 
 def main():

@@ -71,11 +71,8 @@ def check_serves(algorithm: Algorithm, problem: Problem, device: cl.Device) -> N
     """Raise ValueError if ``algorithm`` declines ``problem``.  An empty batch runs no kernel (ops
     returns its result without planning), but a named algorithm must still serve the layer, and
     algorithms size their tiles by the batch: it is asked about the same layer with one image."""
-    if not problem.geometry.batch:
-        problem_asked = replace(problem, geometry=replace(problem.geometry, batch=1))
-    else:
-        problem_asked = problem
-    reason = algorithm.decline_reason(problem_asked, device)
+    asked = problem if problem.geometry.batch else replace(problem, geometry=problem.geometry.with_batch(1))
+    reason = algorithm.decline_reason(asked, device)
     if reason is not None:
         raise ValueError(
             f"algorithm {algorithm.name!r} cannot run the {problem.pass_} pass of {problem.geometry.tag()}: {reason}"

@@ -123,11 +123,11 @@ def bind(tensors: dict[str, Any], queue: cl.CommandQueue, out: cl_array.Array | 
         operands[role] = Operand(value.base_data, value.offset // value.dtype.itemsize)
         if allocator is None:
             allocator = value.allocator
-        for event in value.events:
-            if not (ordered and _queue_of(event) == queue):
-                events.append(event)
+        events += value.events
     if out is not None:
-        events.extend(event for event in out.events if not (ordered and _queue_of(event) == queue))
+        events += out.events
+    if ordered:
+        events = [event for event in events if _queue_of(event) != queue]
     return Bound(operands, allocator if allocator is not None else queue_pool(queue), events or None, uploads)
 
 

@@ -17,10 +17,13 @@ runners           planner           (problem, algorithm, config, queue, settings
 programs          builder           (context, device, source hash, options) -> built program
 resolutions       resolve           a resolver's arguments -> Resolved geometry
 layouts           tensors           (shape, dtype) -> an Array's strides and size
+device_limits     limits            device -> its probed work-group, local memory and vector limits
 templates         templates         (search path, module dir) -> Mako TemplateLookup
 profiling_queues  runtime           (context, device) -> a profiling queue (tuning's timings)
 workspaces        runtime           in-order queue -> its kept workspace buffers
 queue_orders      runtime           queue -> whether it runs its commands in order
+invokers          runtime           a kernel's (argument count, argument types) -> pyopencl's
+                                    generated enqueue and set_args functions
 pools             tensors           in-order queue -> its memory pool (results, uploads)
 event_queues      tensors           event -> the queue it was enqueued on (wait lists)
 tuning            tuning            (device key, problem key) -> database entry read or stored

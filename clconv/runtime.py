@@ -87,11 +87,48 @@ def _declare_arg_types(kernel: cl.Kernel, arg_types: tuple) -> None:
     # noted on the kernel object itself (as pyopencl notes its work-group info)
     declared = getattr(kernel, "_clconv_arg_types", None)
     if declared is None:
-        kernel.set_scalar_arg_dtypes(arg_types)
+        _give_invoker(kernel, arg_types)
         kernel._clconv_arg_types = arg_types  # type: ignore[attr-defined]
     elif declared != arg_types:
         raise RuntimeError(f"kernel {kernel.function_name} is launched with argument types {arg_types}, but "
                            f"another launch of it declared {declared}")
+
+
+def _give_invoker(kernel: cl.Kernel, arg_types: tuple) -> None:
+    """Declare ``arg_types`` on ``kernel`` through an invoker shared by every kernel object of the
+    same signature in this process.
+
+    ``set_scalar_arg_dtypes`` makes pyopencl fetch the generated Python invoker (the function that
+    packs the arguments and enqueues) from its on-disk cache for every kernel object: no in-memory
+    layer, 0.9-1.4 ms a kernel on the sandbox's host, about half of a warm first call on the H200
+    (docs/performance.md).  The invoker's code depends only on the argument count and types (the
+    kernel's name appears in a complex-argument warning alone, and clconv passes no complex
+    scalars), so one generated per signature serves all kernels with it.  That needs pyopencl's
+    private ``Kernel._set_enqueue_and_set_args`` and its invoker generator: where either is missing
+    (another pyopencl), or a complex scalar is declared, the public path runs instead."""
+    setter = getattr(kernel, "_set_enqueue_and_set_args", None)
+    if setter is None or _generate_invoker is None or any(
+            t is not None and np.dtype(t).kind == "c" for t in arg_types):
+        kernel.set_scalar_arg_dtypes(arg_types)
+        return
+    num_args = kernel.num_args
+    key = (num_args, arg_types)
+    invoker = _invokers.get(key)
+    if invoker is None:
+        # the arguments pyopencl's own path passes, less the name; no arg-count workaround: that
+        # concerns complex scalars only
+        module, enqueue_name = _generate_invoker("clconv_kernel", len(arg_types), num_args, arg_types,
+                                                 __debug__, False, False)
+        invoker = _invokers.put(key, (module.mod_globals[enqueue_name], module.mod_globals["set_args"]))
+    setter(*invoker)
+
+
+_generate_invoker: Callable | None
+try:  # pyopencl's invoker generator (private: see _give_invoker)
+    from pyopencl.invoker import _generate_enqueue_and_set_args_module as _generate_invoker
+except ImportError:  # pragma: no cover - another pyopencl
+    _generate_invoker = None
+_invokers: Cache[tuple[Callable, Callable]] = Cache("invokers", maxsize=256)
 
 
 class Runner:

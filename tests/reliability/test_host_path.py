@@ -10,7 +10,8 @@ import pyopencl.tools as cl_tools
 import pytest
 
 import clconv
-from clconv import reference
+from clconv import reference, runtime
+from clconv.caches import Cache
 from clconv.geometry import ConvGeometry, resolve_conv
 from clconv.plan import Arg, KernelCall, KernelSource, Plan, Problem
 from clconv.runtime import Launch, Operand, Runner
@@ -178,6 +179,7 @@ def test_repeated_calls_with_out_take_the_memo_and_check_out_each_time(queue, rn
 
 STORE = """
 __kernel void clc_store(__global float* a, const long a_off, const int value) { a[a_off] = value; }
+__kernel void clc_store_twice(__global float* a, const long a_off, const int value) { a[a_off] = 2 * value; }
 __kernel void clc_four(__global float* x, const long x_off, __global float* col, __global float* bias,
                        const long bias_off, const int value) { }
 """
@@ -225,6 +227,24 @@ def test_launches_of_one_kernel_must_agree_on_its_argument_types(store_kernel):
     Launch(_call(Arg("a"), np.int32(2)), store_kernel)
     with pytest.raises(RuntimeError, match="clc_store"):
         Launch(_call(Arg("a"), np.int64(1)), store_kernel)
+
+
+@pytest.mark.parametrize("shared", [True, False], ids=["shared-invoker", "pyopencl-path"])
+def test_kernels_of_one_signature_share_an_invoker_and_each_runs_its_own_code(queue, program, shared, monkeypatch):
+    # the invoker is generated once per signature (not per kernel name) unless pyopencl lacks the
+    # private hooks, when set_scalar_arg_dtypes does the same: both must launch each kernel's own code
+    if not shared:
+        monkeypatch.setattr(runtime, "_generate_invoker", None)
+    monkeypatch.setattr(runtime, "_invokers", Cache("invokers_test", maxsize=8))
+    host = np.zeros(4, np.float32)
+    buffer = cl.Buffer(queue.context, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR, hostbuf=host)
+    for name, offset, value in (("clc_store", 1, 5), ("clc_store_twice", 3, 7)):
+        call = KernelCall(KernelSource("test.mako", {}), name, (1,), None, (Arg("a"), np.int32(value)))
+        runner = Runner(Plan(PROBLEM, "test", {}, (call,)), [cl.Kernel(program, name)])
+        cl.wait_for_events(runner.run(queue, {"a": Operand(buffer, offset)}))
+    cl.enqueue_copy(queue, host, buffer)
+    assert host.tolist() == [0, 5, 0, 14]
+    assert len(runtime._invokers) == (1 if shared else 0)
 
 
 def test_a_literal_kernel_argument_must_say_its_width():

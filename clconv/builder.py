@@ -7,7 +7,10 @@ Two cache layers:
   program, keyed by a hash of the cache format version, the rendered source, the build options
   and the device identity.  pyopencl's own binary cache is skipped on PoCL and NVIDIA (their
   drivers cache), so this layer is what makes a new process fast; it is testable through
-  :data:`stats`.
+  :data:`stats`.  Beside it, an index from what a source is rendered from (template, entry
+  points, parameters, the template files and clconv's modules: ``RenderedSource.digest``) to that
+  key, so a new process loads a program without rendering its template
+  (:meth:`ProgramCache.get_rendered`).
 
 Writes go to a temporary file renamed into place, so concurrent processes never see half an
 entry; an entry that fails its checksum or its build is deleted, logged, and rebuilt.
@@ -92,6 +95,19 @@ def _program_dir() -> Path:
     return cache_dir() / f"programs-v{CACHE_FORMAT_VERSION}"
 
 
+def _index_dir() -> Path:
+    return _program_dir() / "index"
+
+
+def _read_index(path: Path) -> str | None:
+    """The program key an index entry holds; None for a missing or malformed entry."""
+    try:
+        key = path.read_bytes().decode("ascii")
+    except (OSError, UnicodeDecodeError):
+        return None
+    return key if len(key) == 64 and all(c in "0123456789abcdef" for c in key) else None
+
+
 def cache_key(source: str, options: str, device: cl.Device) -> str:
     digest = hashlib.sha256()
     for part in (str(CACHE_FORMAT_VERSION), source, options, *device_identity(device)):
@@ -166,6 +182,40 @@ class ProgramCache:
             return program
         program = self._load_or_build(context, device, source, options, key, label)
         self._memory.put((context, device, key), program)
+        return program
+
+    def get_rendered(self, context: cl.Context, device: cl.Device, source: RenderedSource, options: str = "",
+                     label: str = "kernel") -> cl.Program:
+        """The program of ``source``, found without rendering it where it was built before.
+
+        The disk cache keys programs by their rendered text; an index beside it maps a source's
+        :attr:`~clconv.templates.RenderedSource.digest` (what the text is rendered from), the
+        options and the device to that key.  A hit loads the binary straight away; a miss, an
+        index entry whose binary is gone or refused, or a source without a digest renders and
+        goes through :meth:`get`, which keys and stores the program by its text as always."""
+        digest = source.digest if disk_cache_enabled() else None
+        index = None
+        if digest is not None:
+            entry = cache_key(f"rendered {digest}", options, device)
+            index = _index_dir() / entry[:2] / entry
+        if index is not None:
+            key = _read_index(index)
+            if key is not None:
+                program = self._memory.get((context, device, key))
+                if program is not None:
+                    stats.count("memory_hits")
+                    return program
+                path = _program_dir() / key[:2] / f"{key}.bin"
+                program = self._load(context, device, options, path) if path.exists() else None
+                if program is not None:
+                    stats.count("disk_hits")
+                    self._memory.put((context, device, key), program)
+                    return program
+        program = self.get(context, device, source.text, options, label)
+        if index is not None:
+            key = cache_key(source.text, options, device)
+            if (_program_dir() / key[:2] / f"{key}.bin").exists() and _read_index(index) != key:
+                atomic_write(index, key.encode())
         return program
 
     def _load_or_build(self, context, device, source, options, key, label) -> cl.Program:
@@ -303,7 +353,7 @@ def build_kernels(queue: cl.CommandQueue, sources: Sequence[RenderedSource], lab
     """Each rendered source's program built (or found in the cache) for ``queue``'s device, as
     ``{entry point: kernel}``."""
     def kernels(source: RenderedSource) -> dict[str, cl.Kernel]:
-        program = build_program(queue, source.text, label=f"{label} [{source.template}]")
+        program = program_cache.get_rendered(queue.context, queue.device, source, label=f"{label} [{source.template}]")
         return {entry: get_kernel(program, entry) for entry in source.entries}
 
     # On a GPU a plan's programs build on threads, side by side (the driver's compiler releases the

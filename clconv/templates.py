@@ -13,12 +13,14 @@ by name.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import hashlib
-from dataclasses import dataclass
 import os
 from pathlib import Path
 from typing import Any, Sequence
 
+import numpy as np
 from mako.exceptions import MakoException, text_error_template
 from mako.lookup import TemplateLookup
 
@@ -57,18 +59,7 @@ def generation(path: str | None = None) -> tuple:
     raw = settings.template_path() if path is None else path
     if not raw:
         return ()
-    stamp: list = [raw]
-    for directory in user_template_dirs():
-        try:
-            with os.scandir(directory) as entries:
-                for entry in entries:
-                    if entry.name.endswith(".mako"):
-                        info = entry.stat()
-                        stamp.append((entry.path, info.st_mtime_ns, info.st_size))
-        except OSError:
-            continue
-    result = tuple(sorted(stamp[1:], key=lambda item: item[0]))
-    result = (raw, *result)
+    result = (raw, *_template_files(user_template_dirs()))
     if result != _last_generation:
         # Mako compares whole-second file times: a fresh lookup re-reads every template now
         _lookups.clear()
@@ -157,19 +148,122 @@ def render(template_name: str, entries: Sequence[str], **params: Any) -> str:
     return source
 
 
-@dataclass(frozen=True)
 class RenderedSource:
-    """The source of one program: ``entries`` of ``template`` rendered."""
+    """The source of one program: ``entries`` of ``template`` rendered with ``params``.
 
-    template: str
-    entries: tuple[str, ...]
-    text: str
+    Rendered on first need (:attr:`text`): the builder finds a program it has built before through
+    :attr:`digest` alone, so a warm process never renders (7.5 of 30 ms of a warm first call on
+    the H200's host, two Winograd programs: docs/performance.md)."""
+
+    __slots__ = ("template", "entries", "params", "_text", "_digest")
+
+    def __init__(self, template: str, entries: tuple[str, ...], params: Any) -> None:
+        self.template = template
+        self.entries = entries
+        self.params = params
+        self._text: str | None = None
+        self._digest: str | None | bool = False  # False: not computed yet
+
+    @property
+    def text(self) -> str:
+        if self._text is None:
+            self._text = render(self.template, self.entries, **self.params)
+        return self._text
+
+    @property
+    def digest(self) -> str | None:
+        """A hash of everything :attr:`text` is made from: the template's name, the entry points,
+        the parameters (each in a form that fixes its value exactly), every template file on the
+        search path (path, modification time and size) and clconv's own modules (the templates
+        import some, and call methods of the parameters).  None when a parameter has no such
+        form: that source is rendered every time, as before."""
+        if self._digest is False:
+            try:
+                params = _canonical(dict(self.params))
+            except _NoCanonicalForm:
+                self._digest = None
+            else:
+                digest = hashlib.sha256()
+                for part in (self.template, ",".join(self.entries), params, repr(_templates_stamp()), _package_stamp()):
+                    digest.update(part.encode())
+                    digest.update(b"\0")
+                self._digest = digest.hexdigest()
+        return self._digest  # type: ignore[return-value]
+
+
+class _NoCanonicalForm(Exception):
+    pass
+
+
+def _canonical(value: Any) -> str:
+    """Text that determines ``value`` exactly, its type included (1, 1.0 and True differ; a float
+    in hex keeps every bit); :class:`_NoCanonicalForm` for a type whose text might not."""
+    kind = type(value)
+    if kind is float:
+        return f"f{value.hex()}"
+    if kind in (int, bool, str) or value is None:
+        return f"{kind.__name__}:{value!r}"
+    if kind in (tuple, list):
+        return f"{kind.__name__}(" + ",".join(_canonical(item) for item in value) + ")"
+    if kind is dict:
+        if not all(type(key) is str for key in value):
+            raise _NoCanonicalForm
+        return "dict(" + ",".join(f"{key!r}={_canonical(value[key])}" for key in sorted(value)) + ")"
+    if isinstance(value, np.generic):
+        return f"np.{value.dtype.str}:{_canonical(value.item())}"
+    if dataclasses.is_dataclass(value) and not isinstance(value, type) and kind.__dataclass_params__.frozen:
+        fields = ",".join(f"{f.name}={_canonical(getattr(value, f.name))}" for f in dataclasses.fields(value))
+        return f"{kind.__module__}.{kind.__qualname__}({fields})"
+    raise _NoCanonicalForm
+
+
+def _templates_stamp() -> tuple:
+    """Each ``*.mako`` on the search path, built-in ones included, read on each call (an edited
+    template takes effect in the running process)."""
+    return _template_files(template_dirs())
+
+
+def _template_files(directories: list[Path]) -> tuple:
+    """(path, modification time, size) of each ``*.mako`` in ``directories``, sorted by path."""
+    stamp = []
+    for directory in directories:
+        try:
+            with os.scandir(directory) as entries:
+                for entry in entries:
+                    if entry.name.endswith(".mako"):
+                        info = entry.stat()
+                        stamp.append((entry.path, info.st_mtime_ns, info.st_size))
+        except OSError:
+            continue
+    return tuple(sorted(stamp))
+
+
+@functools.cache
+def _package_stamp() -> str:
+    """clconv's version and each of its modules (path, modification time, size), once per process
+    (a module's code cannot change under a running process).  ``tools/`` is left out: the
+    command-line tools are never imported by a template or a parameter."""
+    from . import __version__
+
+    parts = [__version__]
+    folders = [str(_PACKAGE_DIR)]
+    while folders:
+        with os.scandir(folders.pop()) as entries:
+            for entry in entries:
+                if entry.is_dir():
+                    if entry.name not in ("__pycache__", "tools", "kernels"):
+                        folders.append(entry.path)
+                elif entry.name.endswith(".py"):
+                    info = entry.stat()
+                    parts.append(f"{entry.path}:{info.st_mtime_ns}:{info.st_size}")
+    return "\n".join(sorted(parts))
 
 
 def render_plan(plan: Plan) -> tuple[list[RenderedSource], list[int]]:
-    """The sources of a plan's programs, and for each call the index of the source it launches
-    from.  Calls whose :class:`~clconv.plan.KernelSource` are equal share one program, holding
-    every entry point they launch."""
+    """The sources of a plan's programs (rendered on first need: :class:`RenderedSource`), and for
+    each call the index of the source it launches from.  Calls whose
+    :class:`~clconv.plan.KernelSource` are equal share one program, holding every entry point they
+    launch."""
     groups: list[tuple[KernelSource, list[str]]] = []
     index = []
     for call in plan.calls:
@@ -180,6 +274,4 @@ def render_plan(plan: Plan) -> tuple[list[RenderedSource], list[int]]:
         if call.entry not in entries:
             entries.append(call.entry)
         index.append(number)
-    rendered = [RenderedSource(source.template, tuple(entries), render(source.template, entries, **source.params))
-                for source, entries in groups]
-    return rendered, index
+    return [RenderedSource(source.template, tuple(entries), source.params) for source, entries in groups], index

@@ -45,6 +45,12 @@ if spec.get("forbid_source_build"):
     def refuse(*args, **kwargs):
         raise AssertionError("clconv built a program from source although its cache entry exists")
     builder.ProgramCache._build = refuse
+from clconv import templates
+render = templates.render
+if spec.get("forbid_render"):
+    def refuse_render(*args, **kwargs):
+        raise AssertionError("clconv rendered a template although its program's index entry exists")
+    templates.render = refuse_render
 rng = np.random.default_rng(spec["seed"])
 x = rng.standard_normal(spec["x"]).astype(np.float32)
 w = rng.standard_normal(spec["w"]).astype(np.float32)
@@ -52,6 +58,7 @@ b = rng.standard_normal(spec["w"][0]).astype(np.float32)
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
     y = clconv.conv2d(x, w, b, padding=spec["padding"], algorithm=spec["algorithm"])
+templates.render = render
 g = resolve_conv(2, x.shape, w.shape, b.shape, 1, spec["padding"]).geometry
 ref = reference.forward(g, x, w, b)
 print(json.dumps({
@@ -66,13 +73,13 @@ print(json.dumps({
 SPEC = {"seed": 3, "x": [2, 3, 7, 6], "w": [4, 3, 3, 2], "padding": 1}
 
 
-def run_child(cache: Path, algorithm: str, *, forbid_source_build=False, extra_env=None) -> dict:
+def run_child(cache: Path, algorithm: str, *, forbid_source_build=False, forbid_render=False, extra_env=None) -> dict:
     env = dict(os.environ)
     env.update(CLCONV_CACHE_DIR=str(cache), POCL_KERNEL_CACHE="0", CLCONV_TUNE="0")
     env.pop("CLCONV_NO_CACHE", None)
     env.pop("CLCONV_TEMPLATE_PATH", None)
     env.update(extra_env or {})
-    spec = dict(SPEC, algorithm=algorithm, forbid_source_build=forbid_source_build)
+    spec = dict(SPEC, algorithm=algorithm, forbid_source_build=forbid_source_build, forbid_render=forbid_render)
     done = subprocess.run([sys.executable, "-c", CHILD, json.dumps(spec)], env=env, cwd=REPO,
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, f"child failed:\n{done.stderr[-4000:]}"
@@ -83,6 +90,10 @@ def run_child(cache: Path, algorithm: str, *, forbid_source_build=False, extra_e
 
 def entries(cache: Path) -> list[Path]:
     return sorted((cache / f"programs-v{builder.CACHE_FORMAT_VERSION}").glob("*/*.bin"))
+
+
+def index_entries(cache: Path) -> list[Path]:
+    return sorted((cache / f"programs-v{builder.CACHE_FORMAT_VERSION}" / "index").glob("*/*"))
 
 
 # -- memory layer ----------------------------------------------------------------------------------
@@ -179,6 +190,36 @@ def test_disk_hit_in_a_fresh_process(tmp_path):
     off = run_child(cache, "direct", extra_env={"CLCONV_NO_CACHE": "1"})
     assert off["stats"]["disk_hits"] == 0 and off["stats"]["source_builds"] == 1
     assert entries(cache) == written
+
+
+def test_a_warm_process_loads_its_programs_without_rendering(tmp_path):
+    """The index maps what a source is rendered from to its program: a new process renders nothing."""
+    cache = tmp_path / "cache"
+    first = run_child(cache, "im2col")
+    programs = first["stats"]["source_builds"]
+    assert len(index_entries(cache)) == programs == len(entries(cache))
+    warm = run_child(cache, "im2col", forbid_render=True, forbid_source_build=True)
+    assert warm["stats"]["disk_hits"] == programs and warm["stats"]["source_builds"] == 0
+    assert warm["source"] == first["source"]
+
+
+@pytest.mark.parametrize("damage", ["garbage", "another key", "binary gone"])
+def test_a_bad_index_entry_falls_back_to_rendering(tmp_path, damage):
+    cache = tmp_path / "cache"
+    run_child(cache, "direct")  # one cheap program
+    [index], [binary] = index_entries(cache), entries(cache)
+    if damage == "garbage":
+        index.write_bytes(b"\xff not a key")
+    elif damage == "another key":
+        index.write_text("0" * 64)
+    else:
+        binary.unlink()
+    result = run_child(cache, "direct")  # rendered, then found by its text (or built again)
+    assert result["stats"]["corrupt_entries"] == 0 and not result["warnings"]
+    assert result["stats"]["source_builds"] == (damage == "binary gone")
+    assert index.read_text() == binary.stem, "the index entry was not written again"
+    again = run_child(cache, "direct", forbid_render=True, forbid_source_build=True)
+    assert again["stats"]["disk_hits"] == 1
 
 
 def test_corrupt_entry_is_rebuilt_with_a_warning(tmp_path):

@@ -103,3 +103,39 @@ def test_depthwise_rows_weight_gradient_in_slices_plans_a_sum(queue):
     assert plan.workspace_bytes == 3 * problem.geometry.weight_elements * 4
     single = REGISTRY["depthwise_rows"].plan(problem, {"vn": 16, "lx": 8, "slices": 1}, queue.device)
     assert len(single.calls) == 1 and not single.workspaces
+
+
+# -- what a program is rendered from (templates.RenderedSource.digest: the builder's index) ----------
+
+
+def test_every_plan_source_has_a_digest_and_distinct_sources_distinct_digests(queue, combos):
+    # a source without a digest would be rendered in every new process; two sources that render
+    # differently must never share one (the index would load the other's program)
+    from clconv import templates
+
+    seen: dict[str, str] = {}
+    for case, pass_, name in combos:
+        problem = case.problem(pass_)
+        algorithm = REGISTRY[name]
+        for config in algorithm.configs(problem, queue.device)[:2]:
+            sources, _ = templates.render_plan(algorithm.plan(problem, config, queue.device))
+            for source in sources:
+                assert source.digest is not None, (name, pass_, case)
+                text = seen.setdefault(source.digest, source.text)
+                assert text == source.text, f"two sources share the digest {source.digest}"
+
+
+@pytest.mark.parametrize("left, right", [(1, 1.0), (1, True), (0.1, 0.1 + 2**-56), ((1, 2), [1, 2]),
+                                         ({"a": 1}, {"a": 1.0}), (np.int32(1), np.int64(1)), ("1", 1)])
+def test_canonical_forms_tell_apart_what_renders_differently(left, right):
+    from clconv.templates import _canonical
+
+    assert _canonical(left) != _canonical(right)
+    assert _canonical(left) == _canonical(left)
+
+
+@pytest.mark.parametrize("value", [object(), {1: 2}, np.zeros(3), {"a": [object()]}])
+def test_a_parameter_without_a_canonical_form_leaves_the_source_without_a_digest(value):
+    from clconv.templates import RenderedSource
+
+    assert RenderedSource("direct.mako", ("clc_direct_forward",), {"geom": value}).digest is None

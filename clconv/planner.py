@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
+from typing import Iterator
 
 import pyopencl as cl
 
@@ -441,15 +442,23 @@ def candidates(problem: Problem, device: cl.Device) -> list[tuple[Algorithm, dic
     """(algorithm, config) pairs worth trying: the heuristic's order, at most MAX_CANDIDATES of them,
     then the first configuration of every other registered algorithm that serves the problem (an
     algorithm the heuristic does not name yet is still measured when tuning)."""
-    serving = [REGISTRY[name] for name in (*heuristic_order(problem, device), *REGISTRY)]
-    serving = [a for a in dict.fromkeys(serving)
-               if problem.pass_ in a.passes and a.decline_reason(problem, device) is None]
-    out = [(a, config) for a in serving for config in a.configs(problem, device)[:MAX_CONFIGS_PER_ALGORITHM]]
-    out = out[:MAX_CANDIDATES]
-    for algorithm in serving:
-        if all(chosen is not algorithm for chosen, _ in out):
-            out.append((algorithm, algorithm.configs(problem, device)[0]))
-    return out
+    return list(_candidates_in_order(problem, device))
+
+
+def _candidates_in_order(problem: Problem, device: cl.Device) -> Iterator[tuple[Algorithm, dict]]:
+    """:func:`candidates` one at a time, each algorithm's configurations worked out when it is
+    reached: the first few are all a default choice needs (split-K's configurations alone took
+    3-6 ms of a warm first call on the H200's host)."""
+    names = dict.fromkeys((*heuristic_order(problem, device), *REGISTRY))
+    left = MAX_CANDIDATES
+    for algorithm in map(REGISTRY.__getitem__, names):
+        if problem.pass_ not in algorithm.passes or algorithm.decline_reason(problem, device) is not None:
+            continue
+        configs = algorithm.configs(problem, device)
+        # within the first MAX_CANDIDATES, up to MAX_CONFIGS_PER_ALGORITHM of each; past them, one
+        taken = configs[:min(MAX_CONFIGS_PER_ALGORITHM, left)] if left else configs[:1]
+        left -= min(left, len(taken))
+        yield from ((algorithm, config) for config in taken)
 
 
 # -- preparing: plan -> sources -> kernels -> runner --------------------------------------------------
@@ -515,10 +524,10 @@ def render(problem: Problem, device: cl.Device, algorithm: str = "auto") -> str:
 
 
 def _first_candidate(problem: Problem, device: cl.Device) -> tuple[Algorithm, dict]:
-    options = candidates(problem, device)
-    if not options:
+    first = next(_candidates_in_order(problem, device), None)
+    if first is None:
         raise ValueError(f"no algorithm serves the {problem.pass_} pass of {problem.geometry.tag()}")
-    return options[0]
+    return first
 
 
 # -- choosing -------------------------------------------------------------------------------------------
@@ -593,8 +602,8 @@ def _heuristic_changed(problem: Problem, device: cl.Device, entry: dict) -> bool
     a default choice follows the heuristic of the clconv that runs it (0.2-2 ms, once per process
     and problem)."""
     failed = set(entry.get("failed", []))
-    options = [(a, c) for a, c in candidates(problem, device) if label(a, c) not in failed]
-    return bool(options) and (options[0][0].name, options[0][1]) != (entry["algorithm"], entry["config"])
+    first = next(((a, c) for a, c in _candidates_in_order(problem, device) if label(a, c) not in failed), None)
+    return first is not None and (first[0].name, first[1]) != (entry["algorithm"], entry["config"])
 
 
 def _choose(problem: Problem, queue: cl.CommandQueue, algorithm: str) -> Runner:

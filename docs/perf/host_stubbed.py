@@ -1,0 +1,89 @@
+"""Where the op layer's host time goes on a machine (issue 12's host-bound streams): per call, a
+stream of CALLS calls with one sync, the best of ROUNDS, alternating the variants:
+
+* ``op``: the public op with default arguments (as ``clconv bench``'s stream column times it);
+* ``op, launches stubbed``: the same with ``Runner._enqueue`` replaced by a stub that enqueues
+  nothing and returns one marker event per launch: clconv's Python and the result's allocation;
+* ``runner``: the planned runner's launches alone, on fixed operands;
+* ``empty_array``: allocating the result from the queue's pool alone (dropped at once);
+* ``marker``: ``cl.enqueue_marker`` alone (what an event costs to make and release).
+
+``python docs/perf/host_stubbed.py`` (on the GPU machine after ``. .gpu/opencl-on-gpu.sh``)."""
+
+import time
+
+import numpy as np
+import pyopencl as cl
+import pyopencl.array as cla
+
+import clconv
+from clconv import planner, runtime
+from clconv.plan import Problem
+from clconv.tensors import empty_array, queue_pool
+from clconv.tools.shapes import parse_descriptor
+
+CALLS, ROUNDS = 400, 5
+
+
+def per_call_us(fn, queue) -> float:
+    fn()
+    queue.finish()
+    best = float("inf")
+    for _ in range(ROUNDS):
+        start = time.perf_counter()
+        for _ in range(CALLS):
+            fn()
+        queue.finish()
+        best = min(best, (time.perf_counter() - start) / CALLS)
+    return best * 1e6
+
+
+def main() -> None:
+    queue = clconv.default_queue()
+    rng = np.random.default_rng(0)
+
+    def device(*shape):
+        return cla.to_device(queue, rng.standard_normal(shape).astype(np.float32))
+
+    g = parse_descriptor("mb1ic512ih7oc512oh7kh3ph1").geometry
+    w, dy, x = device(*g.weight_shape), device(*g.output_shape), device(*g.input_shape)
+    dx = device(*g.input_shape)
+    cases = {
+        "conv2d_input 1x512x7x7 (im2col)": (
+            lambda: clconv.conv2d_input(g.input_shape, w, dy, padding=1),
+            Problem(g, "backward_data", "float32"), {"w": w, "dy": dy, "dx": dx}),
+        "conv2d_weight 1x512x7x7": (
+            lambda: clconv.conv2d_weight(x, g.weight_shape, dy, padding=1),
+            Problem(g, "backward_weight", "float32"), {"x": x, "dy": dy, "dw": device(*g.weight_shape)}),
+    }
+    big = parse_descriptor("mb8ic3ih224oc64oh224kh3ph1").geometry  # VGG's first layer: a 103 MB result
+    xb, wb, yb = device(*big.input_shape), device(*big.weight_shape), device(*big.output_shape)
+    cases["conv2d 8x3x224x224 -> 64 (103 MB result)"] = (
+        lambda: clconv.conv2d(xb, wb, padding=1), Problem(big, "forward", "float32"), {"x": xb, "w": wb, "y": yb})
+    marker = cl.enqueue_marker(queue)
+    real_enqueue = runtime.Runner._enqueue
+
+    def stub(self, run_queue, operands, spaces, wait_for, chain):
+        return [marker for _ in self.launches]
+
+    for label, (op, problem, tensors) in cases.items():
+        runner = planner.plan(problem, queue)
+        operands = {role: runtime.Operand(array.base_data, 0) for role, array in tensors.items()}
+        figures: dict[str, list[float]] = {}
+        for _ in range(3):
+            figures.setdefault("op", []).append(per_call_us(op, queue))
+            runtime.Runner._enqueue = stub
+            try:
+                figures.setdefault("op, launches stubbed", []).append(per_call_us(op, queue))
+            finally:
+                runtime.Runner._enqueue = real_enqueue
+            figures.setdefault("runner", []).append(per_call_us(lambda r=runner, o=operands: r.run(queue, o), queue))
+        print(f"{label} ({runner.label}, {len(runner.launches)} launches): "
+              + "; ".join(f"{name} {min(values):.1f}" for name, values in figures.items()) + " us per call")
+    pool = queue_pool(queue)
+    print(f"empty_array from the pool: {per_call_us(lambda: empty_array(queue, (1, 512, 7, 7), np.dtype(np.float32), pool), queue):.1f} us; "
+          f"enqueue_marker: {per_call_us(lambda: cl.enqueue_marker(queue), queue):.1f} us")
+
+
+if __name__ == "__main__":
+    main()

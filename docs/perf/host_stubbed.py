@@ -6,7 +6,10 @@ stream of CALLS calls with one sync, the best of ROUNDS, alternating the variant
   nothing and returns one marker event per launch: clconv's Python and the result's allocation;
 * ``runner``: the planned runner's launches alone, on fixed operands;
 * ``empty_array``: allocating the result from the queue's pool alone (dropped at once);
-* ``marker``: ``cl.enqueue_marker`` alone (what an event costs to make and release).
+* ``marker``: ``cl.enqueue_marker`` alone (what an event costs to make and release);
+* ``in a stream on a profiling queue``: the runner run CALLS times back to back on a profiling
+  queue: the span from the first kernel's start to the last one's end per call, and the median of
+  the calls' own event times (start of the first launch to end of the last) within that stream.
 
 ``python docs/perf/host_stubbed.py`` (on the GPU machine after ``. .gpu/opencl-on-gpu.sh``)."""
 
@@ -80,6 +83,15 @@ def main() -> None:
             figures.setdefault("runner", []).append(per_call_us(lambda r=runner, o=operands: r.run(queue, o), queue))
         print(f"{label} ({runner.label}, {len(runner.launches)} launches): "
               + "; ".join(f"{name} {min(values):.1f}" for name, values in figures.items()) + " us per call")
+        profiling = runtime.profiling_queue(queue)
+        runner.run(profiling, operands)
+        profiling.finish()
+        runs = [runner.run(profiling, operands) for _ in range(CALLS)]
+        profiling.finish()
+        span = (runs[-1][-1].profile.end - runs[0][0].profile.start) / CALLS * 1e-3
+        own = sorted((events[-1].profile.end - events[0].profile.start) * 1e-3 for events in runs)[CALLS // 2]
+        print(f"    in a stream on a profiling queue: {span:.1f} us per call from first start to last end, "
+              f"each call's own events {own:.1f} us (median)")
     pool = queue_pool(queue)
     print(f"empty_array from the pool: {per_call_us(lambda: empty_array(queue, (1, 512, 7, 7), np.dtype(np.float32), pool), queue):.1f} us; "
           f"enqueue_marker: {per_call_us(lambda: cl.enqueue_marker(queue), queue):.1f} us")

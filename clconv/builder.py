@@ -95,6 +95,10 @@ def _program_dir() -> Path:
     return cache_dir() / f"programs-v{CACHE_FORMAT_VERSION}"
 
 
+def _binary_path(key: str) -> Path:
+    return _program_dir() / key[:2] / f"{key}.bin"
+
+
 def _index_dir() -> Path:
     return _program_dir() / "index"
 
@@ -175,14 +179,7 @@ class ProgramCache:
         self._memory: Cache[cl.Program] = Cache(name, maxsize)
 
     def get(self, context: cl.Context, device: cl.Device, source: str, options: str = "", label: str = "kernel") -> cl.Program:
-        key = cache_key(source, options, device)
-        program = self._memory.get((context, device, key))
-        if program is not None:
-            stats.count("memory_hits")
-            return program
-        program = self._load_or_build(context, device, source, options, key, label)
-        self._memory.put((context, device, key), program)
-        return program
+        return self._get(context, device, source, options, cache_key(source, options, device), label)
 
     def get_rendered(self, context: cl.Context, device: cl.Device, source: RenderedSource, options: str = "",
                      label: str = "kernel") -> cl.Program:
@@ -192,44 +189,52 @@ class ProgramCache:
         :attr:`~clconv.templates.RenderedSource.digest` (what the text is rendered from), the
         options and the device to that key.  A hit loads the binary straight away; a miss, an
         index entry whose binary is gone or refused, or a source without a digest renders and
-        goes through :meth:`get`, which keys and stores the program by its text as always."""
+        goes through :meth:`get`'s path, which keys and stores the program by its text as always."""
         digest = source.digest if disk_cache_enabled() else None
-        index = None
+        index, indexed = None, None
         if digest is not None:
             entry = cache_key(f"rendered {digest}", options, device)
             index = _index_dir() / entry[:2] / entry
-        if index is not None:
-            key = _read_index(index)
-            if key is not None:
-                program = self._memory.get((context, device, key))
+            indexed = _read_index(index)
+            if indexed is not None:
+                program = self._cached(context, device, options, indexed)
                 if program is not None:
-                    stats.count("memory_hits")
                     return program
-                path = _program_dir() / key[:2] / f"{key}.bin"
-                program = self._load(context, device, options, path) if path.exists() else None
-                if program is not None:
-                    stats.count("disk_hits")
-                    self._memory.put((context, device, key), program)
-                    return program
-        program = self.get(context, device, source.text, options, label)
-        if index is not None:
-            key = cache_key(source.text, options, device)
-            if (_program_dir() / key[:2] / f"{key}.bin").exists() and _read_index(index) != key:
-                atomic_write(index, key.encode())
+        key = cache_key(source.text, options, device)
+        program = self._get(context, device, source.text, options, key, label)
+        if index is not None and indexed != key and _binary_path(key).exists():
+            atomic_write(index, key.encode())
         return program
 
-    def _load_or_build(self, context, device, source, options, key, label) -> cl.Program:
-        path = _program_dir() / key[:2] / f"{key}.bin"
+    def _get(self, context, device, source, options, key, label) -> cl.Program:
+        """The program of ``key``: from memory, from the disk, or ``source`` built and stored."""
+        program = self._cached(context, device, options, key)
+        if program is None:
+            program = self._build_and_store(context, device, source, options, key, label)
+            self._memory.put((context, device, key), program)
+        return program
+
+    def _cached(self, context, device, options, key) -> cl.Program | None:
+        """The program of ``key`` from memory or from the disk (then kept in memory); None if neither has it."""
+        program = self._memory.get((context, device, key))
+        if program is not None:
+            stats.count("memory_hits")
+            return program
+        path = _binary_path(key)
         if disk_cache_enabled() and path.exists():
             program = self._load(context, device, options, path)
             if program is not None:
                 stats.count("disk_hits")
+                self._memory.put((context, device, key), program)
                 return program
+        return None
+
+    def _build_and_store(self, context, device, source, options, key, label) -> cl.Program:
         program = self._build(context, device, source, options, key, label)
         if disk_cache_enabled():
             binaries = cast("list[bytes]", program.get_info(cl.program_info.BINARIES))
             if binaries and binaries[0]:
-                atomic_write(path, _pack(bytes(binaries[0])))
+                atomic_write(_binary_path(key), _pack(bytes(binaries[0])))
         return program
 
     def _load(self, context, device, options, path: Path) -> cl.Program | None:

@@ -10,31 +10,28 @@ end, the best of ROUNDS streams, microseconds per enqueue:
 * ``ctypes, no event``: the same without an event;
 * ``ctypes, set 3 args + enqueue``: three ``clSetKernelArg`` calls and an enqueue without event.
 
+``launch_paths.py`` (2026-12-01) measured the ctypes paths beside pyopencl's on a GEMM-shaped
+signature; this reuses its entry points for the event's own cost and, at the end, the enqueue
+against the size of the kernel's buffer argument.
+
 ``python docs/perf/enqueue_events.py`` (on the GPU machine: after ``. .gpu/opencl-on-gpu.sh``)."""
 
 import ctypes
-import ctypes.util
-import time
 
 import numpy as np
 import pyopencl as cl
 
 import clconv
+from clconv.tools.timing import stream_seconds_per_call
+from launch_paths import opencl_entry_points  # docs/perf/, this script's own folder
 
 CALLS, ROUNDS = 2000, 5
 SOURCE = "__kernel void bump(__global float* a, const long offset, const int value) { a[get_global_id(0) + offset] += value; }"
 
 
 def per_call_us(enqueue, queue) -> float:
-    best = float("inf")
-    for _ in range(ROUNDS):
-        queue.finish()
-        start = time.perf_counter()
-        for _ in range(CALLS):
-            enqueue()
-        queue.finish()
-        best = min(best, (time.perf_counter() - start) / CALLS)
-    return best * 1e6
+    queue.finish()
+    return 1e6 * stream_seconds_per_call(enqueue, queue.finish, CALLS, ROUNDS)
 
 
 def main() -> None:
@@ -45,16 +42,7 @@ def main() -> None:
     offset, value = np.int64(0), np.int32(1)
     kernel.set_args(buffer, offset, value)
 
-    lib = ctypes.CDLL(ctypes.util.find_library("OpenCL") or "libOpenCL.so.1")
-    enqueue = lib.clEnqueueNDRangeKernel
-    enqueue.restype = ctypes.c_int32
-    enqueue.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint, ctypes.c_void_p, ctypes.c_void_p,
-                        ctypes.c_void_p, ctypes.c_uint, ctypes.c_void_p, ctypes.c_void_p]
-    release = lib.clReleaseEvent
-    release.argtypes = [ctypes.c_void_p]
-    set_arg = lib.clSetKernelArg
-    set_arg.restype = ctypes.c_int32
-    set_arg.argtypes = [ctypes.c_void_p, ctypes.c_uint, ctypes.c_size_t, ctypes.c_void_p]
+    enqueue, release, set_arg = opencl_entry_points()
 
     q, k = queue.int_ptr, kernel.int_ptr
     global_size, local_size = (ctypes.c_size_t * 1)(64), (ctypes.c_size_t * 1)(64)

@@ -13,8 +13,6 @@ stream of CALLS calls with one sync, the best of ROUNDS, alternating the variant
 
 ``python docs/perf/host_stubbed.py`` (on the GPU machine after ``. .gpu/opencl-on-gpu.sh``)."""
 
-import time
-
 import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
@@ -23,6 +21,7 @@ import clconv
 from clconv import planner, runtime
 from clconv.plan import Problem
 from clconv.tensors import empty_array, queue_pool
+from clconv.tools.timing import stream_seconds_per_call
 from clconv.tools.shapes import parse_descriptor
 
 CALLS, ROUNDS = 400, 5
@@ -31,14 +30,7 @@ CALLS, ROUNDS = 400, 5
 def per_call_us(fn, queue) -> float:
     fn()
     queue.finish()
-    best = float("inf")
-    for _ in range(ROUNDS):
-        start = time.perf_counter()
-        for _ in range(CALLS):
-            fn()
-        queue.finish()
-        best = min(best, (time.perf_counter() - start) / CALLS)
-    return best * 1e6
+    return 1e6 * stream_seconds_per_call(fn, queue.finish, CALLS, ROUNDS)
 
 
 def main() -> None:

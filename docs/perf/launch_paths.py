@@ -53,7 +53,8 @@ def opencl_library():
     raise OSError("no libOpenCL")
 
 
-def launch_paths(context, device):
+def opencl_entry_points():
+    """clEnqueueNDRangeKernel, clReleaseEvent and clSetKernelArg through ctypes, typed."""
     lib = opencl_library()
     enqueue = lib.clEnqueueNDRangeKernel
     enqueue.restype = ctypes.c_int32
@@ -61,6 +62,14 @@ def launch_paths(context, device):
                         ctypes.c_void_p, ctypes.c_uint32, ctypes.c_void_p, ctypes.c_void_p]
     release = lib.clReleaseEvent
     release.argtypes = [ctypes.c_void_p]
+    set_arg = lib.clSetKernelArg
+    set_arg.restype = ctypes.c_int32
+    set_arg.argtypes = [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_size_t, ctypes.c_void_p]
+    return enqueue, release, set_arg
+
+
+def launch_paths(context, device):
+    enqueue, release, _ = opencl_entry_points()
     kernel = cl.Program(context, SIGNATURE).build().probe
     kernel.set_scalar_arg_dtypes([None, np.int64] * 5 + [np.int32])
     buffers = [cl.Buffer(context, cl.mem_flags.READ_WRITE, 64) for _ in range(5)]

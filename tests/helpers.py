@@ -127,9 +127,9 @@ def guarded(queue, shape, dtype=np.float32, inner: np.ndarray | None = None) -> 
 
 
 def run_prepared(queue, rng: np.random.Generator, problem, algorithm, config: dict, share: float = 1.0):
-    """Prepare ``algorithm`` with ``config`` for ``problem`` (its dtype; a bias if it has one), run it
-    on fresh random data into a NaN-poisoned output, compare with the float64 reference; return
-    the runner (within ``share`` of the tolerance: assert_matches).  A channels-last problem gets its
+    """Prepare ``algorithm`` with ``config`` for ``problem`` (its dtype; a bias and the epilogue's
+    residual if it has them), run it on fresh random data into a NaN-poisoned output, compare with
+    the float64 reference; return the runner (within ``share`` of the tolerance: assert_matches).  A channels-last problem gets its
     activations stored channels-last.  For tests of one algorithm's configurations, below the public ops.
 
     A configuration the test names that needs larger work-groups than the device grants (Mesa's
@@ -138,6 +138,7 @@ def run_prepared(queue, rng: np.random.Generator, problem, algorithm, config: di
 
     from clconv import planner, reference
     from clconv.dtypes import numpy_dtype
+    from clconv.epilogue import apply_reference
     from clconv.passes import ACTIVATION_ROLES
     from clconv.runtime import Operand
 
@@ -150,6 +151,8 @@ def run_prepared(queue, rng: np.random.Generator, problem, algorithm, config: di
     g, dtype, spec = problem.geometry, numpy_dtype(problem.dtype), problem.spec
     roles = (*spec.inputs, "bias") if problem.bias else spec.inputs
     host = {role: random(rng, spec.shape(role, g), dtype) for role in roles}
+    if problem.epilogue.residual:
+        host["residual"] = random(rng, spec.result_shape(g), dtype)
 
     def channels_last(role):  # activations are stored (N, *spatial, C) in a channels-last problem
         return problem.layout == "channels_last" and role in ACTIVATION_ROLES
@@ -169,6 +172,9 @@ def run_prepared(queue, rng: np.random.Generator, problem, algorithm, config: di
     if channels_last(spec.result):
         out = np.moveaxis(out, -1, 1)
     a, b = (host[role].astype(np.float64) for role in spec.inputs)
-    ref = reference.run_pass(problem.pass_, g, a, b, host["bias"].astype(np.float64) if problem.bias else None)
+    ref = reference.run_pass(problem.pass_, g, a, b)
+    if problem.bias or not problem.epilogue.is_identity:
+        bias = host["bias"].astype(np.float64).reshape(1, -1, *[1] * (ref.ndim - 2)) if problem.bias else None
+        ref = apply_reference(problem.epilogue, ref, bias, host.get("residual"))
     assert_matches(out, ref, spec.reduction_length(g), dtype, share)
     return runner

@@ -319,13 +319,59 @@ LOCAL_LOAD_WEIGHT = 2.0
 # square root: 1.038-1.041), 1.048x without; 1.05-1.18x from 320 up, or with the full ratio
 FILL_WORK_ITEMS = 256
 TILE_CANDIDATES = 4  # tiles an algorithm offers per GEMM (and tuning measures), best guess first
+# A contraction this short (few input channels x taps: a network's first layer, K = 27 for 3
+# channels and a 3x3 kernel), where one operand's tile loads gather it through an implicit im2col
+# or col2im (index arithmetic and bounds checks per element), makes the GEMM gather-bound: each
+# work-item does few FMAs per element it gathers.  gemm_tiles then ranks tiles (after the compute
+# units they leave idle) by the gathering: the times the gathered operand is gathered (once per
+# tile along the other side: a tile of 32 rows over 64 output channels gathers the input twice),
+# then the edge waste, then the gathers per work-item.  On an H200 (docs/perf/h200-all-tiles-short-gathered.json, every tile
+# timed, 2026-12-03) that picked the fastest tile or one within 1.04x on 13 of 15 such forwards and
+# data gradients (1.16x on a 1D 16 -> 64, where 8x8 blocks won; the edge-waste order picked tiles
+# 1.18-1.47x the fastest on eight of them).  Longer contractions (640 and up: a 1D kernel of 5 over
+# 128 channels, 3x3x3 over 32 and 64) ran best with the waste order (docs/perf/heuristic_check.py).
+SHORT_CONTRACTION = 512
+# The views that gather an operand, and which: the input (channels x taps of it per output pixel)
+# or dy (output channels x taps per input pixel)
+GATHER_VIEWS = {"b_input_unfold": "x", "a_input_unfold": "x", "b_input_unfold_t": "x",
+                "b_grad_output_gather": "dy", "a_grad_output_gather": "dy"}
+
+
+def gathered_operand(problem: Problem, shape: "GemmShape") -> str:
+    """"a" or "b": the operand a GEMM gathers through an implicit im2col or col2im where what it
+    gathers per pixel is short (channels x taps of the input, or of dy, at most SHORT_CONTRACTION:
+    the forward's and data gradient's contraction, the weight gradient's columns); "" for other
+    GEMMs, and for a 1x1 kernel's (whose gather is a plain strided read: no taps, no padding)."""
+    g = problem.geometry
+    if g.is_pointwise:
+        return ""
+    for side, view in (("b", shape.b_view), ("a", shape.a_view)):
+        if view in GATHER_VIEWS:
+            channels = g.cin_per_group if GATHER_VIEWS[view] == "x" else g.cout_per_group
+            return side if channels * g.kernel_volume <= SHORT_CONTRACTION else ""
+    return ""
+
+
+def gather_rank(m: int, n: int, tile: Mapping[str, Any], gathered: str, units: int = 1,
+                groups: int = 1) -> tuple[float, int, float, float, int]:
+    """The order of GPU tiles for a gather-bound GEMM (SHORT_CONTRACTION): compute units left idle
+    first (a GEMM of a few tiles is bound by them, not by its gathers), then how many times the
+    gathered operand is gathered (once per tile along the other side), the work wasted on the
+    edges, the gathers per work-item, and the most work-items."""
+    tm, tn, tk = tile["TM"], tile["TN"], tile["TK"]
+    times, per_item = (-(-m // tm), tn * tk) if gathered == "b" else (-(-n // tn), tm * tk)
+    count = -(-m // tm) * -(-n // tn) * groups
+    items = work_items(tile)
+    return max(1.0, units / count), times, round(edge_waste(m, n, tm, tn), 9), per_item / items, -items
 
 
 def gemm_tiles(m: int, n: int, fit: limits.Limits, itemsize: int, limit: int = TILE_CANDIDATES, groups: int = 1,
-               vector_first: bool = True, layout: str = CHANNELS_FIRST, plain: bool = False, k: int = 0) -> list[dict]:
+               vector_first: bool = True, layout: str = CHANNELS_FIRST, plain: bool = False, k: int = 0,
+               gathered: str = "") -> list[dict]:
     """Tiles that fit the device, best guess first: least work wasted on the matrix edges, enough
-    work-groups to fill every compute unit (on a GPU), then the table's order of preference.
-    ``plain`` (Winograd's workspace matrices): on a GPU the blocks' local loads per FMA weigh
+    work-groups to fill every compute unit (on a GPU), then the table's order of preference.  On a
+    GPU, a GEMM that gathers operand ``gathered`` ("a" or "b": gathered_operand) ranks by its
+    gathering instead of the waste (SHORT_CONTRACTION).  ``plain`` (Winograd's workspace matrices): on a GPU the blocks' local loads per FMA weigh
     against that waste, on a CPU the larger block breaks its ties.  On a CPU, the GEMM without
     local memory comes first when ``vector_first`` (else after one local-memory tile); it reads
     rows of channels-first activations, so channels-last ``layout`` gets the local-memory tiles
@@ -370,7 +416,10 @@ def gemm_tiles(m: int, n: int, fit: limits.Limits, itemsize: int, limit: int = T
         # the GPU's weighting)
         return -tile[3] * tile[4] if plain and not gpu else 0
 
-    tiles.sort(key=lambda tile: (cost(tile) * local_loads(tile), block(tile)))  # stable: ties keep the table's order
+    if gpu and gathered:
+        tiles.sort(key=lambda tile: gather_rank(m, n, dict(zip(TILE_KEYS, tile)), gathered, units, groups))
+    else:
+        tiles.sort(key=lambda tile: (cost(tile) * local_loads(tile), block(tile)))  # stable: ties keep the table's order
     configs = [dict(zip(TILE_KEYS, t)) for t in tiles]
     if not gpu:
         # no local memory, no barriers: what PoCL runs fastest (docs/performance.md); the
@@ -484,6 +533,7 @@ class Gemm:
     pack_size: tuple[int, ...] = ()  # clc_pack_a's global size
     pack_bytes: int = 0
     vectors: tuple[bool, bool] = (False, False)  # A, B read in aligned vectors (global_vectors)
+    store_align: int = 1  # C stored in aligned vectors of this many elements (vector_stores)
 
     @property
     def pack(self) -> bool:
@@ -507,7 +557,7 @@ class Gemm:
         residual = "residual" if c in ("y", "dx") else c
         align_a, align_b = (VECTOR_ALIGN if vector else 1 for vector in self.vectors)
         return call(self.source, "clc_gemm", self.global_size, self.local_size,
-                    Arg(a, align=align_a), Arg(b, align=align_b), Arg(c), Arg(bias or c, fallback=c),
+                    Arg(a, align=align_a), Arg(b, align=align_b), Arg(c, align=self.store_align), Arg(bias or c, fallback=c),
                     Arg(residual, fallback=c), np.int32(chunk))
 
     @property
@@ -565,6 +615,40 @@ def global_vectors(problem: Problem, shape: GemmShape, tile: Mapping[str, Any]) 
     return a, b
 
 
+def vector_stores(problem: Problem, shape: GemmShape, tile: Mapping[str, Any]) -> int:
+    """The elements of one aligned vector store of C (a work-item's VW neighbouring columns), or 0
+    for scalar stores.  Scalar stores of the register blocks put a warp's neighbouring lanes VW
+    columns apart, so each store instruction writes part of every 32-byte sector it touches.
+    Vectors need C's columns contiguous in runs of VW that start at multiples of VW:
+
+    * an activation channels-first (``c_nchw``): an image's pixel count a multiple of VW, so no
+      run crosses two images;
+    * an activation channels-last (``c_nhwc``, the columns a group's channels): the group's
+      channels and the pixel's a multiple of VW;
+    * a workspace matrix written once (``c_matrix``, not a running sum, not tap-major): N a
+      multiple of VW.
+
+    The call's tensor must be stored as clc_real (float16 and bfloat16 results stay scalar).
+    Vector stores come with the global vector loads (any GV bit): the scalar twin that Runner.run
+    falls back to for a tensor starting off the alignment (GV = 0) stores in scalars.  On an H200
+    (docs/perf/large_results.py) they ran 1x1 layers' 103 MB results in 0.79-0.82x the time of
+    scalar stores and U-Net's first layer in 0.61x."""
+    vw = tile["VW"]
+    if not tile.get("GV") or vw == 1:
+        return 0
+    c = shape.c
+    result_as_real = c.get("partial") or STORAGE[problem.dtype].c_type == problem.real
+    if shape.c_view == "c_nchw":
+        return vw if problem.layout == CHANNELS_FIRST and c["pixels"] % vw == 0 and result_as_real else 0
+    if shape.c_view == "c_nhwc":
+        return vw if shape.N % vw == 0 and c["channels"] % vw == 0 and result_as_real else 0
+    if shape.c_view == "c_matrix":
+        if c["stored"] or c["accumulate"] or c.get("tap_major") or c["N"] % vw:
+            return 0
+        return vw
+    return 0
+
+
 def gemm(problem: Problem, shape: GemmShape, tile: dict, index: str, launches: int = 1) -> Gemm:
     """One GEMM (called ``launches`` times per call: im2col's batch chunks) with ``tile``."""
     if is_cpu_config(tile):
@@ -573,11 +657,13 @@ def gemm(problem: Problem, shape: GemmShape, tile: dict, index: str, launches: i
         return _cpu_gemm(problem, shape, tile, index, launches)
     geometry = problem.geometry
     gva, gvb = global_vectors(problem, shape, tile)
+    store = vector_stores(problem, shape, tile)
     src = source(
         "gemm.mako", problem, index, writes_result=shape.writes_result, GEMMS=shape.count(geometry), GVA=gva, GVB=gvb,
         M=shape.M, N=shape.N, K=shape.K, KSPLIT=shape.ksplit or shape.K,
         a_view=shape.a_view, b_view=shape.b_view, c_view=shape.c_view,
-        a_kfast=shape.a_kfast, b_nfast=shape.b_nfast, a=shape.a, b=shape.b, c=shape.c,
+        a_kfast=shape.a_kfast, b_nfast=shape.b_nfast, a=shape.a, b=shape.b,
+        c={**shape.c, "vector": store} if store else shape.c,
         LPAD=local_padding(tile["VW"]), itemsize=problem.itemsize, **tile,
     )
     local = (tile["TN"] // tile["WN"], tile["TM"] // tile["WM"], 1)
@@ -586,7 +672,7 @@ def gemm(problem: Problem, shape: GemmShape, tile: dict, index: str, launches: i
         rounded(shape.M, tile["TM"]) // tile["WM"],
         shape.count(geometry) * shape.splits,
     )
-    return Gemm(src, global_size, local, vectors=(gva, gvb))
+    return Gemm(src, global_size, local, vectors=(gva, gvb), store_align=store or 1)
 
 
 def _b_row(problem: Problem, shape: GemmShape) -> tuple[bool, int]:

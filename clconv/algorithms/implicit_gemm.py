@@ -9,7 +9,7 @@ from ..passes import PASSES
 from ..plan import CHANNELS_FIRST, LAYOUTS, Plan, Problem
 from .base import Algorithm
 from .gemm import (
-    IMPLICIT_ROLES, GemmShape, backward_data_shape, forward_shape, gemm_calls, gemm_tiles, implicit_shape, is_dot_config,
+    IMPLICIT_ROLES, GemmShape, backward_data_shape, gathered_operand, forward_shape, gemm_calls, gemm_tiles, implicit_shape, is_dot_config,
     strided_pointwise_data_shape, tile_config, vector_first, weight_contraction, weight_shape, with_dot_configs,
 )
 from .im2col import dot_weight_plan
@@ -26,7 +26,8 @@ class ImplicitGemm(Algorithm):
     def configs(self, problem, device):
         shape = self._shape(problem)
         return gemm_tiles(shape.M, shape.N, limits.of(device), problem.itemsize, groups=problem.geometry.groups,
-                          vector_first=vector_first(problem, shape), layout=problem.layout, k=weight_contraction(shape))
+                          vector_first=vector_first(problem, shape), layout=problem.layout, k=weight_contraction(shape),
+                          gathered=gathered_operand(problem, shape))
 
     def plan(self, problem, config, device):
         calls, workspaces = gemm_calls(problem, self._shape(problem), tile_config(config), problem.index_type(),

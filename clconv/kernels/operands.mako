@@ -299,6 +299,24 @@ inline void clc_store_c(__global clc_c_t* restrict out, __global const clc_data*
     clc_store_result(out, at, value, bias, channel, residual);
 % endif
 }
+% if p.get("vector"):
+<% n = p["vector"] %>/* C(m, (b, pixel .. pixel + ${n} - 1)), n a multiple of ${n}: neighbouring pixels of one image
+   (gemm.py's vector_stores: an image's pixel count is a multiple of ${n}, channels-first, stored
+   as clc_real, and the tensor starts at a multiple of ${n} elements), one aligned vector store. */
+inline void clc_store_c_vec(__global clc_c_t* restrict out, __global const clc_data* restrict bias,
+                            __global const clc_data* restrict residual,
+                            clc_idx g, clc_idx split, clc_idx m, clc_idx n, ${real}${n} value, int chunk)
+{
+    const clc_idx b = chunk + n / ${p["pixels"]}, pixel = n % ${p["pixels"]};
+    const clc_idx channel = g * ${p["M"]} + m;
+    const clc_idx at = (b * ${p["channels"]} + channel) * ${p["pixels"]} + pixel;
+% if p.get("partial"):
+    *(__global ${real}${n}*)(out + split * (clc_idx)${p["partial"]} + at) = value;
+% else:
+    *(__global ${real}${n}*)(out + at) = (${real}${n})(${", ".join(f"clc_result_value(value.s{i}, bias, channel, residual, at + {i})" for i in range(n))});
+% endif
+}
+% endif
 </%def>
 
 <%def name="c_nchw_scatter(p)">
@@ -356,6 +374,16 @@ inline void clc_store_c(__global clc_c_t* restrict out, __global const clc_data*
     out[at] = value;
 % endif
 }
+% if p.get("vector"):
+<% n = p["vector"] %>/* C(m, n .. n + ${n} - 1) of a workspace (not accumulated, not tap-major, N a multiple of ${n}:
+   gemm.py's vector_stores), one aligned vector store. */
+inline void clc_store_c_vec(__global clc_c_t* restrict out, __global const clc_data* restrict bias,
+                            __global const clc_data* restrict residual,
+                            clc_idx g, clc_idx split, clc_idx m, clc_idx n, ${real}${n} value, int chunk)
+{
+    *(__global ${real}${n}*)(out + ((split * CLC_GEMMS + g) * ${p["M"]} + m) * ${p["N"]} + n) = value;
+}
+% endif
 </%def>
 
 <%def name="c_nhwc(p)">
@@ -375,4 +403,21 @@ inline void clc_store_c(__global clc_c_t* restrict out, __global const clc_data*
     clc_store_result(out, at, value, bias, channel, residual);
 % endif
 }
+% if p.get("vector"):
+<% n = p["vector"] %>/* C((b, pixel), n .. n + ${n} - 1), n a multiple of ${n}: neighbouring channels of one pixel
+   (gemm.py's vector_stores: the channels of a group and of a pixel multiples of ${n}, stored as
+   clc_real, the tensor starting at a multiple of ${n} elements), one aligned vector store. */
+inline void clc_store_c_vec(__global clc_c_t* restrict out, __global const clc_data* restrict bias,
+                            __global const clc_data* restrict residual,
+                            clc_idx g, clc_idx split, clc_idx m, clc_idx n, ${real}${n} value, int chunk)
+{
+    const clc_idx channel = g * ${p["N"]} + n;
+    const clc_idx at = (chunk * ${p["pixels"]} + m) * ${p["channels"]} + channel;
+% if p.get("partial"):
+    *(__global ${real}${n}*)(out + split * (clc_idx)${p["partial"]} + at) = value;
+% else:
+    *(__global ${real}${n}*)(out + at) = (${real}${n})(${", ".join(f"clc_result_value(value.s{i}, bias, channel + {i}, residual, at + {i})" for i in range(n))});
+% endif
+}
+% endif
 </%def>

@@ -172,12 +172,14 @@ vstore${n}(${value}, 0, ${ptr});\
 ## stores it with clc_store_result(out, at, v, bias, channel, residual): out and residual point at
 ## the tensors' first elements (offsets applied), `at` indexes both (same shape and layout), and
 ## bias is read at `channel` when the problem has one.  Unused pointers are never read.
+## clc_result_value(v, bias, channel, residual, at) is the value it stores, for kernels that gather
+## a vector of them into one aligned store (gemm.mako's vector stores of C).
 <%def name="result(epilogue, bias)">
 % if epilogue.activation == "leaky_relu":
 #define CLC_SLOPE ${c_literal(epilogue.negative_slope)}
 % endif
-inline void clc_store_result(__global clc_data* out, clc_idx at, clc_real v, __global const clc_data* bias,
-                             clc_idx channel, __global const clc_data* residual)
+inline clc_real clc_result_value(clc_real v, __global const clc_data* bias, clc_idx channel,
+                                 __global const clc_data* residual, clc_idx at)
 {
 % if epilogue.alpha != 1.0:
     v *= ${c_literal(epilogue.alpha)};
@@ -193,7 +195,12 @@ inline void clc_store_result(__global clc_data* out, clc_idx at, clc_real v, __g
 % if epilogue.activation is not None:
     v = ${ACTIVATIONS[epilogue.activation].c};
 % endif
-    clc_st(out, at, v);
+    return v;
+}
+inline void clc_store_result(__global clc_data* out, clc_idx at, clc_real v, __global const clc_data* bias,
+                             clc_idx channel, __global const clc_data* residual)
+{
+    clc_st(out, at, clc_result_value(v, bias, channel, residual, at));
 }
 % if not epilogue.is_identity:
 % for n in (2, 4, 8, 16):

@@ -6,7 +6,8 @@ kernel time from profiling events, the median of TUNE_REPEATS, built eight at a 
 The data to judge a tile order against (docs/perf/heuristic_check.py judges only what tuning timed,
 the first four tiles of each algorithm).
 
-    python docs/perf/gemm_all_tiles.py OUT.json [SET...]       on the GPU machine (SET: heuristic_check's names)
+    python docs/perf/gemm_all_tiles.py OUT.json [SET...]       on the GPU machine (SET: heuristic_check's
+                                                                names, or a shape file or descriptor)
 """
 import json
 import sys
@@ -42,7 +43,8 @@ def main():
     prof = runtime.profiling_queue(q)
     rows, start = [], time.perf_counter()
     for name in names:
-        specs, batch, _ = heuristic_check.SETS[name]
+        # a set of heuristic_check's, or shapes as `clconv bench` takes them (a file, descriptors)
+        specs, batch, _ = heuristic_check.SETS.get(name, ([name], None, None))
         for spec in specs:
             for layer in shapes.resolve_layers(spec, batch):
                 for pass_ in ("forward", "backward_data", "backward_weight"):

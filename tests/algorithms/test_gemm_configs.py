@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import importlib
 
+import numpy as np
 import pyopencl.array as cl_array
 import pytest
 
@@ -22,6 +23,7 @@ import clconv
 from clconv import caches, limits
 from clconv.algorithms import REGISTRY
 from clconv.algorithms.gemm import TILE_KEYS, cpu_config, dot_config
+from clconv.epilogue import Epilogue
 from clconv.passes import PASSES
 from clconv.plan import Problem
 
@@ -194,19 +196,75 @@ def test_vector_loads_fall_back_to_scalar_loads_for_an_operand_off_alignment(que
 
     problem = Problem(geometry(GV_1X1), "forward", "float32")
     runner = planner.prepare(problem, REGISTRY["gemm1x1"], GV_TILE, queue)
-    assert runner.aligned == {"x": 4, "w": 4}
+    assert runner.aligned == {"x": 4, "w": 4, "y": 2}  # y: stored in vectors of VW = 2 (vector_stores)
     g = problem.geometry
     x, w = (rng.standard_normal(problem.spec.shape(role, g)).astype("float32") for role in problem.spec.inputs)
     ref = reference.run_pass("forward", g, x.astype("float64"), w.astype("float64"))
-    for shift in (0, 1, 4):
+    for shift, out_shift in ((0, 0), (1, 0), (4, 0), (0, 1), (4, 2)):
         holder = cl_array.empty(queue, x.size + shift, "float32")
         holder[shift:].set(x.ravel())
-        out = poisoned(queue, ref.shape)
+        out = poisoned(queue, (ref.size + out_shift,))
         operands = {"x": Operand(holder.base_data, shift), "w": Operand(cl_array.to_device(queue, w).base_data),
-                    "y": Operand(out.base_data)}
-        assert runner.misaligned(operands) == (shift % 4 != 0)
+                    "y": Operand(out.base_data, out_shift)}
+        assert runner.misaligned(operands) == (shift % 4 != 0 or out_shift % 2 != 0)
         runner.run(queue, operands)
-        assert_matches(out.get(), ref, problem.spec.reduction_length(g))
+        stored = out.get()
+        assert np.isnan(stored[:out_shift]).all()  # nothing written before the view
+        assert_matches(stored[out_shift:].reshape(ref.shape), ref, problem.spec.reduction_length(g))
+
+
+# -- the GPU tiles' stores of C as aligned vectors (vector_stores) -----------------------------------
+
+# 16 work-items, register blocks of 4 x 4 in sub-blocks of VW = 4, vector loads and stores on
+VS_TILE = dict(zip(TILE_KEYS, (16, 16, 8, 4, 4, 4, 1, 3)))
+VS_1X1 = "n3g1c8o12i4x6k1x1s1x1p0x0d1x1"   # 24-pixel images; M = 12 and N = 72 leave edge tiles
+VS_3X3 = "n2g1c8o12i4x6k3x3s1x1p1x1d1x1"
+VS_WINOGRAD = "n2g1c8o12i4x8k3x3s1x1p1x1d1x1"
+LEAKY_RESIDUAL = Epilogue("leaky_relu", negative_slope=0.2, alpha=0.75, beta=-0.5, residual=True)
+
+
+def _vector_stores(problem, algorithm, config, device) -> list[int]:
+    """Per program of the plan, the GEMM stores of C it makes in vectors (the rendered calls)."""
+    from clconv import templates
+
+    sources, _ = templates.render_plan(REGISTRY[algorithm].plan(problem, config, device))
+    return [source.text.count("clc_store_c_vec(c,") for source in sources]
+
+
+@pytest.mark.parametrize("algorithm, tag, pass_, layout, config, stores", [
+    ("gemm1x1", VS_1X1, "forward", "channels_first", VS_TILE, [1]),             # the result, NCHW
+    ("gemm1x1", VS_1X1, "forward", "channels_last", VS_TILE, [1]),              # the result, NHWC (12 channels)
+    ("implicit_gemm", VS_3X3, "backward_data", "channels_first", VS_TILE, [1]),  # dx, the input's pixels
+    ("implicit_gemm", VS_3X3, "backward_data", "channels_last", VS_TILE, [1]),
+    ("splitk", VS_3X3, "forward", "channels_first", {**VS_TILE, "splits": 2}, [1, 0]),  # the pieces' workspace
+    ("winograd", VS_WINOGRAD, "forward", "channels_first", {**VS_TILE, "m": 2}, [0, 1]),  # the GEMMs' workspace
+], ids=["1x1-nchw", "1x1-nhwc", "data-nchw", "data-nhwc", "splitk-pieces", "winograd-gemms"])
+def test_vector_stores_with_the_epilogue(queue, rng, algorithm, tag, pass_, layout, config, stores):
+    # act(alpha * conv + bias + beta * residual) on each lane of a vector store, with edge tiles in
+    # M and N that leave whole runs of 4 columns out
+    problem = Problem(geometry(tag), pass_, "float32", bias=True, epilogue=LEAKY_RESIDUAL, layout=layout)
+    assert _vector_stores(problem, algorithm, config, queue.device) == stores
+    run_prepared(queue, rng, problem, REGISTRY[algorithm], config)
+
+
+def test_vector_stores_refused_where_a_run_of_columns_is_not_contiguous(queue):
+    def stores(tag, algorithm="gemm1x1", dtype="float32", layout="channels_first", config=VS_TILE):
+        return _vector_stores(Problem(geometry(tag), "forward", dtype, layout=layout), algorithm, config, queue.device)
+
+    assert stores(VS_1X1) == [1]
+    assert stores("n3g1c8o12i5x5k1x1s1x1p0x0d1x1") == [0]     # 25-pixel images: a run would cross two
+    assert stores("n3g1c8o10i4x6k1x1s1x1p0x0d1x1", layout="channels_last") == [0]  # 10 channels a pixel
+    assert stores(VS_1X1, dtype="float16") == [0]               # a half result: scalar stores
+    assert stores(VS_1X1, dtype="bfloat16") == [0]
+    assert stores(VS_1X1, config={**VS_TILE, "GV": 0}) == [0]    # the scalar twin
+    assert stores(VS_1X1, config={**VS_TILE, "VW": 1}) == [0]
+    # Winograd's GEMMs write a float workspace whatever the storage; its output transform stores the result
+    assert stores(VS_WINOGRAD, "winograd", "float16", config={**VS_TILE, "m": 2}) == [0, 1]
+
+
+def test_vector_stores_of_half_storage_stay_scalar_and_match(queue, rng):
+    problem = Problem(geometry(VS_1X1), "forward", "float16", bias=True, epilogue=LEAKY_RESIDUAL)
+    run_prepared(queue, rng, problem, REGISTRY["gemm1x1"], VS_TILE)
 
 
 # -- the CPU GEMM -------------------------------------------------------------------------------------

@@ -68,6 +68,44 @@ def test_plain_matrices_keep_warps_enough_per_compute_unit():
     assert (wide["WM"], wide["WN"]) == (8, 8), wide
 
 
+def test_short_gathered_contractions_rank_tiles_by_their_gathering():
+    """A first layer (3 channels x 3x3 taps = 27) gathers its input once per tile of rows: 64
+    output channels take the 64-row tile of the fewest gathers per work-item (4x4 blocks; on an
+    H200 0.80x the time of the 8x8 blocks the edge-waste order took), 32 the 32-row tile of the
+    fewest; a tiny GEMM keeps the compute units busy first; 1x1 kernels and long contractions keep
+    the edge-waste order."""
+    from clconv.algorithms.gemm import gathered_operand, implicit_shape
+    from clconv.tools.devices import H200
+    from clconv.tools.shapes import parse_descriptor
+
+    h200 = H200.stand_in()
+
+    def first(descriptor, pass_="forward"):
+        problem = Problem(parse_descriptor(descriptor).geometry, pass_, "float32")
+        tile = REGISTRY["implicit_gemm"].configs(problem, h200)[0]
+        return gathered_operand(problem, implicit_shape(problem)), (tile["TM"], tile["TN"], tile["WM"], tile["WN"])
+
+    assert first("mb8ic3ih224oc64oh224kh3ph1") == ("b", (64, 64, 4, 4))
+    assert first("mb32ic3ih224oc64oh112kh7sh2ph3") == ("b", (64, 64, 4, 4))
+    assert first("mb16ic3ih256oc32oh128kh3sh2ph1") == ("b", (32, 64, 2, 4))
+    # 96 output channels: one 128-row tile gathers once where 32-row tiles gather three times
+    assert first("mb8ic3ih227oc96oh55kh11sh4")[1][0] == 128
+    # a data gradient of 3 output channels gathers dy (K = 27)
+    assert first("mb4ic64ih64oc3oh64kh3ph1", "backward_data")[0] == "b"
+    # 512 pixels in all: the tile of the most work-groups, not the fewest gathers
+    assert first("mb8ic128iw64oc128ow64kw3pw1") == ("b", (32, 32, 4, 4))
+    assert first("mb8ic64ih56oc64oh56kh1ph0")[0] == ""              # 1x1: no taps to gather
+    assert first("mb8ic128ih28oc128oh28kh3ph1")[0] == ""            # K = 1152
+    # split-K's weight gradient of a first layer: 147 columns (3 channels x 7x7 taps) gathered
+    # once by 64-row tiles (32-row tiles, least waste, ran it in 1.46x the time), 256 work-items
+    # of 4x4 blocks before 128 of 8x4 that waste as much
+    stem = Problem(parse_descriptor("mb32ic3ih224oc64oh112kh7sh2ph3").geometry, "backward_weight", "float32")
+    tile = REGISTRY["splitk"].configs(stem, h200)[0]
+    assert (tile["TM"], tile["TN"], tile["WM"], tile["WN"]) == (64, 64, 4, 4)
+    vgg = Problem(parse_descriptor("mb8ic3ih224oc64oh224kh3ph1").geometry, "backward_weight", "float32")
+    assert (REGISTRY["splitk"].configs(vgg, h200)[0]["TM"], REGISTRY["splitk"].configs(vgg, h200)[0]["WM"]) == (64, 4)
+
+
 def test_gpu_tiles_are_valid_templates():
     for tm, tn, _tk, wm, wn, vw, pipe, gv in GPU_TILES + CPU_TILES:
         assert tm % wm == 0 and tn % wn == 0 and wm % vw == 0 and wn % vw == 0
@@ -217,15 +255,16 @@ def test_splitk_fills_a_gpu_in_work_items_and_a_cpu_in_work_groups(monkeypatch):
 def test_splitk_prefers_the_larger_register_block_then_the_smaller_work_group_among_equal_waste(monkeypatch):
     """On a GPU the pieces fill the device, so among tiles that waste the same, split-K takes the
     8x8 register blocks of the 64-work-item 64x64 tile over 64x128 (128 work-items) and 128x64
-    (8x4 blocks); a tile that wastes less still comes first (the stem's 147 columns: 32x32)."""
+    (8x4 blocks); a tile that wastes less still comes first (1x1 64 -> 96: 96 rows, 32x32 tiles).
+    (A first layer's few columns of taps rank by their gathers instead: the next test.)"""
     splitk = REGISTRY["splitk"]
     monkeypatch.setattr("clconv.settings.workspace_limit", lambda device: 2**31)
     monkeypatch.setattr(limits, "of", lambda device, context=None: _fake_gpu())
     for tag in ("n32g1c256o64i56x56k1x1s1x1p0x0d1x1", "n8g1c64o256i56x56k1x1s1x1p0x0d1x1"):
         first = splitk.configs(Problem(geometry(tag), "backward_weight", "float32"), None)[0]
         assert (first["TM"], first["TN"], first["WM"], first["WN"]) == (64, 64, 8, 8), (tag, first)
-    stem = splitk.configs(Problem(geometry("n8g1c3o64i224x224k7x7s2x2p3x3d1x1"), "backward_weight", "float32"), None)[0]
-    assert (stem["TM"], stem["TN"]) == (32, 32), stem
+    narrow = splitk.configs(Problem(geometry("n8g1c64o96i56x56k1x1s1x1p0x0d1x1"), "backward_weight", "float32"), None)[0]
+    assert (narrow["TM"], narrow["TN"]) == (32, 32), narrow
 
 
 def test_splitk_takes_the_larger_tile_where_its_columns_decode_taps(monkeypatch):

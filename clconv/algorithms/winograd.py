@@ -43,6 +43,7 @@ workspace limit.
 from __future__ import annotations
 
 from .. import limits, settings
+from ..dtypes import STORAGE
 from ..plan import CHANNELS_FIRST, LAYOUTS, Arg, Plan, Problem, rounded
 from .base import Algorithm, call, epilogue_args, source
 from .gemm import GPU_TILES, TILE_CANDIDATES, GemmShape, gemm_calls, gemm_tiles, tile_config, tile_extent
@@ -315,12 +316,19 @@ class Winograd(Algorithm):
         # summing every SUM_PARTS-th position over the pieces.  One work-item per filter summed all
         # ALPHA^2 x pieces alone: a 48 x 64 layer has 3072 filters, under a warp per SM of an H200,
         # and its 15 pieces took 23-33 us to sum there.
+        # a GPU's output transform stores each row of a tile's M outputs as one aligned vector
+        # (as the GEMM core's vector_stores, and with its GV: the scalar twin for a result off
+        # alignment): rows of contiguous pixels (channels-first, no dilation, M of 2 or 4 dividing
+        # the output's width), a result stored as clc_real
+        row_vector = m if (vt == 1 and tile.get("GV") and m in (2, 4) and conv["DW"] == 1
+                           and conv["OW"] % m == 0 and problem.layout == CHANNELS_FIRST
+                           and STORAGE[problem.dtype].c_type == problem.real and not weight_grad) else 0
         sum_filters = min(SUM_FILTERS, fit.work_group)
         sum_parts = max(1, min(SUM_PARTS, positions(m, conv["R"]), fit.work_group // sum_filters))
         # the transforms are one program (a first call builds it and the GEMM's: two builds); the
         # GEMM reads and writes workspaces only, so every epilogue of the geometry shares it
         src = source("winograd.mako", problem, index, SPLITS=splits, WEIGHT_GRAD=weight_grad, ROW_WIDTH=row_width,
-                     BT=bt, G=gm, AT=at, VT=vt, SUM_FILTERS=sum_filters, SUM_PARTS=sum_parts, **conv)
+                     BT=bt, G=gm, AT=at, VT=vt, SUM_FILTERS=sum_filters, SUM_PARTS=sum_parts, RV=row_vector, **conv)
         source_role, other_role, other_space = ("x", "dy", "ydy") if weight_grad else (problem.spec.inputs[0], "w", "u")
         transforms = call(src, "clc_wino_transforms", (row_width, g.groups * conv["CIN"] + other_rows), None,
                           Arg(source_role), Arg(other_role), Arg("v", with_offset=False),
@@ -338,5 +346,6 @@ class Winograd(Algorithm):
             result_role = problem.spec.result  # x -> y, or dy -> dx
             gemm, gemm_spaces = gemm_calls(problem, shape, tile, index, "u", "v", "m")
             finish = call(src, "clc_wino_output", (row_width, g.groups * conv["COUT"]), None,
-                          Arg("m", with_offset=False), *epilogue_args(problem, result_role), Arg(result_role))
+                          Arg("m", with_offset=False), *epilogue_args(problem, result_role),
+                          Arg(result_role, align=row_vector or 1))
         return Plan(problem, self.name, config, (transforms, *gemm, finish), {**spaces, **gemm_spaces})

@@ -24,7 +24,8 @@
 ## columns), R (the kernel's side), DH, DW (its dilation), TH, TW (tiles down and across a phase), FLIP;
 ## M, BT, G, AT (the transform matrices, as lists of
 ## rows of floats); WEIGHT_GRAD (which pair clc_wino_transforms runs), ROW_WIDTH (its launch's
-## extent along tiles), SPLITS (the weight gradient's pieces).
+## extent along tiles), SPLITS (the weight gradient's pieces), RV (M where clc_wino_output stores a
+## tile's rows as aligned vectors, else 0).
 <%namespace name="prelude" file="prelude.mako"/>
 <%!
 def combination(coefficients, terms, suffix):
@@ -408,10 +409,18 @@ ${right("y", "at", A, M)}\
     for (int r = 0; r < ${M}; ++r) {
         const int row = row0 + r * ${DH};
         if (row >= ${OH}) break;
+% if RV:
+        /* the row's ${M} pixels, contiguous and ${M}-aligned (winograd.py's row_vector), as one store: a
+           warp's store then covers whole 32-byte sectors, where ${M} scalar stores ${M} pixels apart
+           write part of each */
+        const clc_idx at = plane + row * ${OW} + col0;
+        *(__global ${real}${M}*)(dst + at) = (${real}${M})(${", ".join(f"clc_result_value(y[r][{c}], bias, go, residual, at + {c})" for c in range(M))});
+% else:
         for (int c = 0; c < ${M}; ++c) {
             const int col = col0 + c * ${DW};
             if (col < ${OW}) clc_store_result(dst, plane + (row * ${OW} + col) * CLC_W_DST_P, y[r][c], bias, go, residual);
         }
+% endif
     }
 % endif
 }

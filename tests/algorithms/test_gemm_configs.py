@@ -238,7 +238,8 @@ def _vector_stores(problem, algorithm, config, device) -> list[int]:
     ("implicit_gemm", VS_3X3, "backward_data", "channels_last", VS_TILE, [1]),
     ("splitk", VS_3X3, "forward", "channels_first", {**VS_TILE, "splits": 2}, [1, 0]),  # the pieces' workspace
     ("winograd", VS_WINOGRAD, "forward", "channels_first", {**VS_TILE, "m": 2}, [0, 1]),  # the GEMMs' workspace
-], ids=["1x1-nchw", "1x1-nhwc", "data-nchw", "data-nhwc", "splitk-pieces", "winograd-gemms"])
+    ("im2col", VS_3X3, "backward_data", "channels_first", VS_TILE, [1, 0]),     # the column buffer, then col2im
+], ids=["1x1-nchw", "1x1-nhwc", "data-nchw", "data-nhwc", "splitk-pieces", "winograd-gemms", "im2col-columns"])
 def test_vector_stores_with_the_epilogue(queue, rng, algorithm, tag, pass_, layout, config, stores):
     # act(alpha * conv + bias + beta * residual) on each lane of a vector store, with edge tiles in
     # M and N that leave whole runs of 4 columns out
@@ -591,6 +592,63 @@ def test_winograd_transforms_per_work_item(queue, rng, monkeypatch, pass_, m, vt
         run_prepared(queue, rng, problem, winograd, config, share=WINOGRAD_ERROR[m, 3])
     finally:
         caches.clear_caches()
+
+
+@pytest.mark.parametrize("m", [2, 4])
+@pytest.mark.parametrize("pass_", ["forward", "backward_data"])
+def test_winograd_output_rows_as_vectors(queue, rng, monkeypatch, pass_, m):
+    """A GPU's output transform (one tile per work-item) with the GEMM core's vectors (GV) stores
+    each row of a tile's M outputs as one aligned vector, through the full epilogue, where the
+    result's width is a multiple of M (the forward's 8 columns; the data gradient's 10 for M = 2
+    only); a result starting off that alignment runs the scalar twin."""
+    from clconv.runtime import Operand
+
+    winograd_module = importlib.import_module("clconv.algorithms.winograd")
+    monkeypatch.setattr(winograd_module, "CPU_VT", 1)
+    problem = Problem(geometry(WINOGRAD), pass_, "float32", bias=True, epilogue=LEAKY_RESIDUAL)
+    winograd = REGISTRY["winograd"]
+    config = {"m": m, **VS_TILE}
+    row_vector = m if pass_ == "forward" or m == 2 else 0
+    assert winograd.plan(problem, config, queue.device).calls[-1].source.params["RV"] == row_vector
+    caches.clear_caches()  # the prepared runners are keyed without CPU_VT: none from another test, none left
+    try:
+        runner = run_prepared(queue, rng, problem, winograd, config, share=WINOGRAD_ERROR[m, 3])
+        if row_vector:
+            # the result one element into its buffer: the scalar twin (GV = 0), whose output matches
+            result = problem.spec.result
+            assert runner.aligned.get(result) == row_vector
+            operands = {role: Operand(cl_array.to_device(queue, rng.standard_normal(problem.spec.shape(role, problem.geometry))
+                                                         .astype("float32")).base_data)
+                        for role in problem.spec.inputs}
+            operands["bias"] = Operand(cl_array.to_device(queue, rng.standard_normal(problem.geometry.out_channels)
+                                                          .astype("float32")).base_data)
+            size = int(np.prod(problem.spec.result_shape(problem.geometry)))
+            residual = rng.standard_normal(size).astype("float32")
+            shifted = poisoned(queue, (size + 1,))
+            kept = cl_array.empty(queue, size + 1, "float32")
+            kept[1:].set(residual)
+            operands["residual"], operands[result] = Operand(kept.base_data, 1), Operand(shifted.base_data, 1)
+            assert runner.misaligned(operands)
+            runner.run(queue, operands)
+            aligned = poisoned(queue, (size,))
+            operands["residual"] = Operand(cl_array.to_device(queue, residual).base_data)
+            operands[result] = Operand(aligned.base_data)
+            runner.run(queue, operands)
+            got, want = shifted.get(), aligned.get()
+            assert np.isnan(got[0]) and np.isfinite(want).all()
+            np.testing.assert_allclose(got[1:], want, rtol=1e-5, atol=1e-5)
+        assert not winograd.plan(_with_geometry(problem, "n3g2c6o10i12x10k3x3s1x1p1x2d1x2"), config,
+                                 queue.device).calls[-1].source.params["RV"]  # dilated along rows: 2 pixels apart
+        assert not winograd.plan(Problem(geometry(WINOGRAD), pass_, "float32", layout="channels_last"), config,
+                                 queue.device).calls[-1].source.params["RV"]
+        assert not winograd.plan(Problem(geometry(WINOGRAD), pass_, "float16"), config,
+                                 queue.device).calls[-1].source.params["RV"]
+    finally:
+        caches.clear_caches()
+
+
+def _with_geometry(problem, tag):
+    return Problem(geometry(tag), problem.pass_, problem.dtype)
 
 
 # Share of reference.tolerance each variant F(MxM, RxR)'s error stays within, by (M, R):

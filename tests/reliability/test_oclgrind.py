@@ -229,6 +229,24 @@ def child(which: str, every_config: bool) -> int:
         run_prepared(queue, rng, Problem(geometry(tag), pass_, "float32"), REGISTRY[algorithm], config)
         note(f"{algorithm} vector loads {pass_} {tag}")
         runs += 1
+    # the GPU tiles' stores of C as aligned 4-wide vectors (vector_stores): edge tiles in M and N of
+    # an NCHW and an NHWC result through the full epilogue, dx's input pixels, split-K's pieces,
+    # Winograd's output rows
+    from clconv.epilogue import Epilogue
+
+    store_tile = dict(zip(TILE_KEYS, (16, 16, 8, 4, 4, 4, 1, 3)))
+    epilogue = Epilogue("leaky_relu", negative_slope=0.2, alpha=0.75, beta=-0.5, residual=True)
+    for tag, pass_, algorithm, config, layout in (
+            ("n3g1c8o12i4x6k1x1s1x1p0x0d1x1", "forward", "gemm1x1", store_tile, "channels_first"),
+            ("n3g1c8o12i4x6k1x1s1x1p0x0d1x1", "forward", "gemm1x1", store_tile, "channels_last"),
+            ("n2g1c8o12i4x6k3x3s1x1p1x1d1x1", "backward_data", "implicit_gemm", store_tile, "channels_first"),
+            ("n2g1c8o12i4x6k3x3s1x1p1x1d1x1", "forward", "splitk", {**store_tile, "splits": 2}, "channels_first"),
+            # Winograd's output rows as vectors where a device runs one tile per work-item (no lanes)
+            ("n3g2c6o10i12x10k3x3s1x1p1x0d1x1", "forward", "winograd", {"m": 4, **store_tile}, "channels_first")):
+        run_prepared(queue, rng, Problem(geometry(tag), pass_, "float32", bias=True, epilogue=epilogue, layout=layout),
+                     REGISTRY[algorithm], config)
+        note(f"{algorithm} vector stores {pass_} {layout} {tag}")
+        runs += 1
     # the CPU GEMM's column buffers (a CPU's first guess; Oclgrind's device, without vector lanes,
     # is offered the local-memory tiles): clc_im2col_rows' padded edges around a strided run, and
     # clc_im2col_t_tiles (as with 16 lanes) turning a grouped 1x1 layer's input over in full and

@@ -325,11 +325,12 @@ TILE_CANDIDATES = 4  # tiles an algorithm offers per GEMM (and tuning measures),
 # work-item does few FMAs per element it gathers.  gemm_tiles then ranks tiles (after the compute
 # units they leave idle) by the gathering: the times the gathered operand is gathered (once per
 # tile along the other side: a tile of 32 rows over 64 output channels gathers the input twice),
-# then the edge waste, then the gathers per work-item.  On an H200 (docs/perf/h200-all-tiles-short-gathered.json, every tile
-# timed, 2026-12-03) that picked the fastest tile or one within 1.04x on 13 of 15 such forwards and
-# data gradients (1.16x on a 1D 16 -> 64, where 8x8 blocks won; the edge-waste order picked tiles
-# 1.18-1.47x the fastest on eight of them).  Longer contractions (640 and up: a 1D kernel of 5 over
-# 128 channels, 3x3x3 over 32 and 64) ran best with the waste order (docs/perf/heuristic_check.py).
+# then the edge waste, then the gathers per work-item.  On an H200 (17 such layers, every tile
+# timed, 2026-12-03: docs/perf/h200-all-tiles-short-gathered.json) that picked the fastest tile or
+# one within 1.04x on 15 of 18 implicit-GEMM forwards and data gradients (1.12-1.18x on AlexNet's,
+# a 16 -> 32 3x3 and a 1D 16 -> 64, where 8x8 blocks won), where the edge-waste order's were
+# 1.08-1.43x the fastest on ten.  With no limit the rule took 3x3x3 layers of 32-64 channels
+# (K = 864 and 1728) to 1.15x the fastest; the waste order keeps them (docs/perf/heuristic_check.py).
 SHORT_CONTRACTION = 512
 # The views that gather an operand, and which: the input (channels x taps of it per output pixel)
 # or dy (output channels x taps per input pixel)

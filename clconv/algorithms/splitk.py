@@ -164,7 +164,7 @@ class SplitK(Algorithm):
                 # a weight gradient of few input channels x taps (a first layer: 27 columns) is
                 # gather-bound, as such forwards are (gemm.SHORT_CONTRACTION): fewest gathers
                 # first.  On an H200, every tile timed over 10 such layers
-                # (docs/perf/h200-all-tiles-short-gathered.json), 1.07x the best against 1.26x
+                # (docs/perf/h200-all-tiles-short-gathered.json), 1.08x the best against 1.26x
                 tiles.sort(key=lambda tile: gather_rank(shape.M, shape.N, tile, gathered))
         out = []
         for tile in tiles[:TILE_CANDIDATES]:

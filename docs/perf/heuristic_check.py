@@ -7,7 +7,8 @@ puts first is always found; a config the run did not time (a rule that reorders 
 tiles) is read as that algorithm's fastest timed config and marked ``~``.
 
     python docs/perf/heuristic_check.py [--rows]              the seven stored sets
-    python docs/perf/heuristic_check.py SPEC=FILE.json ...      others (SPEC as `clconv tune` took it)
+    python docs/perf/heuristic_check.py SPEC=FILE.json ...      others (SPEC as `clconv tune` took it,
+                                                                FILE a tuning or gemm_all_tiles.py run)
 
 The sets: the GPU set, VGG-11 at batch 8, the small layers, and four lists of other networks'
 layers.  The rules of 2026-12-02 were written looking at the first five (``h200-unseen-layers.txt``
@@ -107,7 +108,9 @@ def judge(specs: list[str], batch, run: dict, device, extras: list[dict] = ()) -
         for layer in shapes.resolve_layers(spec, batch):
             geometry[layer.label] = layer.geometry
     rows = []
-    for row in run["tuned"] if "tuned" in run else run["rows"]:
+    # a tuning run's rows, a split-K run's, or a gemm_all_tiles.py run's (a list: every tile of the
+    # heuristic's algorithm, e.g. h200-all-tiles-short-gathered.json)
+    for row in run if isinstance(run, list) else run["tuned"] if "tuned" in run else run["rows"]:
         problem = Problem(geometry[row["layer"]], row["pass"], "float32")
         times = row["times_ms"]
         for extra in extras:

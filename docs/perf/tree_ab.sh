@@ -14,7 +14,7 @@ out=$(cd "$out" && pwd)
 cache=$(mktemp -d)
 for round in $(seq "$rounds"); do
     for list in "$@"; do
-        name=$(basename "$list" .txt)
+        name=$(basename "$list" .txt | tr -c 'A-Za-z0-9_.\n-' '_')  # "shapes_vgg_11 --batch 8": a file name
         [ -e "$list" ] && list=$(realpath "$list")  # a file, read from the tree's own folder below
         for side in base work; do
             tree=$PWD; [ "$side" = base ] && tree=$(cd "$base" && pwd)

@@ -372,11 +372,11 @@ def gemm_tiles(m: int, n: int, fit: limits.Limits, itemsize: int, limit: int = T
     """Tiles that fit the device, best guess first: least work wasted on the matrix edges, enough
     work-groups to fill every compute unit (on a GPU), then the table's order of preference.  On a
     GPU, a GEMM that gathers operand ``gathered`` ("a" or "b": gathered_operand) ranks by its
-    gathering instead of the waste (SHORT_CONTRACTION).  ``plain`` (Winograd's workspace matrices): on a GPU the blocks' local loads per FMA weigh
-    against that waste, on a CPU the larger block breaks its ties.  On a CPU, the GEMM without
-    local memory comes first when ``vector_first`` (else after one local-memory tile); it reads
-    rows of channels-first activations, so channels-last ``layout`` gets the local-memory tiles
-    only."""
+    gathering instead (gather_rank, SHORT_CONTRACTION).  ``plain`` (Winograd's workspace
+    matrices): on a GPU the blocks' local loads per FMA weigh against that waste, on a CPU the
+    larger block breaks its ties.  On a CPU, the GEMM without local memory comes first when
+    ``vector_first`` (else after one local-memory tile); it reads rows of channels-first
+    activations, so channels-last ``layout`` gets the local-memory tiles only."""
     gpu = fit.gpu
     tiles = [t for t in (GPU_TILES if gpu else CPU_TILES) if _tile_fits(t, fit, itemsize)]
     if not tiles:
@@ -558,8 +558,8 @@ class Gemm:
         residual = "residual" if c in ("y", "dx") else c
         align_a, align_b = (VECTOR_ALIGN if vector else 1 for vector in self.vectors)
         return call(self.source, "clc_gemm", self.global_size, self.local_size,
-                    Arg(a, align=align_a), Arg(b, align=align_b), Arg(c, align=self.store_align), Arg(bias or c, fallback=c),
-                    Arg(residual, fallback=c), np.int32(chunk))
+                    Arg(a, align=align_a), Arg(b, align=align_b), Arg(c, align=self.store_align),
+                    Arg(bias or c, fallback=c), Arg(residual, fallback=c), np.int32(chunk))
 
     @property
     def workspaces(self) -> dict[str, int]:

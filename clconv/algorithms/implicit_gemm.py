@@ -9,8 +9,9 @@ from ..passes import PASSES
 from ..plan import CHANNELS_FIRST, LAYOUTS, Plan, Problem
 from .base import Algorithm
 from .gemm import (
-    IMPLICIT_ROLES, GemmShape, backward_data_shape, gathered_operand, forward_shape, gemm_calls, gemm_tiles, implicit_shape, is_dot_config,
-    strided_pointwise_data_shape, tile_config, vector_first, weight_contraction, weight_shape, with_dot_configs,
+    IMPLICIT_ROLES, GemmShape, backward_data_shape, forward_shape, gathered_operand, gemm_calls, gemm_tiles,
+    implicit_shape, is_dot_config, strided_pointwise_data_shape, tile_config, vector_first, weight_contraction,
+    weight_shape, with_dot_configs,
 )
 from .im2col import dot_weight_plan
 

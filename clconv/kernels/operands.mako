@@ -5,8 +5,11 @@
 ##   clc_real clc_load_a(buf, g, m, k, chunk)   0 <= m < M, 0 <= k < K guaranteed by the caller
 ##   clc_real clc_load_b(buf, g, k, n, chunk)   0 <= k < K, 0 <= n < N guaranteed by the caller
 ##   void     clc_store_c(buf, bias, residual, g, split, m, n, value, chunk)
+## and, C views given p["vector"] (VW: gemm.py's vector_stores), the aligned store of VW columns
+##   void     clc_store_c_vec(buf, bias, residual, g, split, m, n, realVW value, chunk)   n % VW == 0
 ## `chunk` is the first batch image of this launch when a column buffer is filled in batch chunks.
 ## Padding and the data gradient's stride holes are handled here: they read as zero.
+<%namespace name="prelude" file="prelude.mako"/>
 
 ## ---------------------------------------------------------------- A operands
 <%def name="a_weight(p)">
@@ -313,7 +316,7 @@ inline void clc_store_c_vec(__global clc_c_t* restrict out, __global const clc_d
 % if p.get("partial"):
     *(__global ${real}${n}*)(out + split * (clc_idx)${p["partial"]} + at) = value;
 % else:
-    *(__global ${real}${n}*)(out + at) = (${real}${n})(${", ".join(f"clc_result_value(value.s{i}, bias, channel, residual, at + {i})" for i in range(n))});
+    ${prelude.store_result_aligned("out", "at", [f"value.s{i}" for i in range(n)], "bias", "channel", "residual")}
 % endif
 }
 % endif
@@ -416,7 +419,7 @@ inline void clc_store_c_vec(__global clc_c_t* restrict out, __global const clc_d
 % if p.get("partial"):
     *(__global ${real}${n}*)(out + split * (clc_idx)${p["partial"]} + at) = value;
 % else:
-    *(__global ${real}${n}*)(out + at) = (${real}${n})(${", ".join(f"clc_result_value(value.s{i}, bias, channel + {i}, residual, at + {i})" for i in range(n))});
+    ${prelude.store_result_aligned("out", "at", [f"value.s{i}" for i in range(n)], "bias", "channel", "residual", channel_per_lane=True)}
 % endif
 }
 % endif

@@ -234,6 +234,13 @@ inline void clc_store_result${n}(__global clc_data* out, ${real}${n} v, __global
 }
 </%def>
 
+## The clc_real values `lanes` (C expressions) through the epilogue as one aligned vector store at
+## element `at` of `out` (a statement; the caller guarantees the alignment): lane i is element at + i,
+## of channel `channel`, plus i where `channel_per_lane` (channels-last).  Each lane goes through
+## clc_result_value, the scalar store's own formula.
+<%def name="store_result_aligned(out, at, lanes, bias, channel, residual, channel_per_lane=False)"><% n = len(lanes) %>*(__global ${real}${n}*)(${out} + ${at}) = (${real}${n})(${", ".join(f"clc_result_value({v}, {bias}, {channel}{f' + {i}' if channel_per_lane else ''}, {residual}, {at} + {i})" for i, v in enumerate(lanes))});\
+</%def>
+
 ## n results of one channel at out[0..n), from the clc_real vector `value` (a statement); n is 1,
 ## 2, 4, 8 or 16.
 <%def name="store_result_vec(n, out, value, bias_ptr, channel, residual_ptr)">\

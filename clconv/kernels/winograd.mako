@@ -414,7 +414,7 @@ ${right("y", "at", A, M)}\
            warp's store then covers whole 32-byte sectors, where ${M} scalar stores ${M} pixels apart
            write part of each */
         const clc_idx at = plane + row * ${OW} + col0;
-        *(__global ${real}${M}*)(dst + at) = (${real}${M})(${", ".join(f"clc_result_value(y[r][{c}], bias, go, residual, at + {c})" for c in range(M))});
+        ${prelude.store_result_aligned("dst", "at", [f"y[r][{c}]" for c in range(M)], "bias", "go", "residual")}
 % else:
         for (int c = 0; c < ${M}; ++c) {
             const int col = col0 + c * ${DW};

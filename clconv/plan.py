@@ -70,6 +70,12 @@ class Problem:
         return STORAGE[self.dtype].real
 
     @property
+    def stored_as_real(self) -> bool:
+        """Whether the call's tensors are stored as the arithmetic type (float32 or float64, not
+        float16 or bfloat16): kernels may then load and store them as aligned ``real`` vectors."""
+        return STORAGE[self.dtype].c_type == self.real
+
+    @property
     def itemsize(self) -> int:
         """Bytes of one arithmetic element (``real``): workspaces and local-memory tiles."""
         return 8 if self.real == "double" else 4

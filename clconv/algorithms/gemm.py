@@ -21,7 +21,6 @@ import numpy as np
 
 from .. import limits
 from ..limits import pow2_at_most
-from ..dtypes import STORAGE
 from ..geometry import ConvGeometry
 from ..plan import CHANNELS_FIRST, Arg, KernelCall, KernelSource, Problem, rounded
 from .base import call, source
@@ -590,7 +589,7 @@ def global_vectors(problem: Problem, shape: GemmShape, tile: Mapping[str, Any]) 
     ksplit = shape.ksplit or shape.K
     along_k = tile["TK"] % 4 == 0 and shape.K % 4 == 0 and ksplit % 4 == 0
     pixel_rows = problem.layout == CHANNELS_FIRST and g.out_pixels % 4 == 0 and all(s == 1 for s in g.stride)
-    stored_as_real = STORAGE[problem.dtype].c_type == problem.real
+    stored_as_real = problem.stored_as_real
 
     def allowed(view: str, views: set, fast_k: bool, extent: int, length: int) -> bool:
         if view not in views or (view not in MATRIX_VIEWS and not stored_as_real):
@@ -638,7 +637,7 @@ def vector_stores(problem: Problem, shape: GemmShape, tile: Mapping[str, Any]) -
     if not tile.get("GV") or vw == 1:
         return 0
     c = shape.c
-    result_as_real = c.get("partial") or STORAGE[problem.dtype].c_type == problem.real
+    result_as_real = c.get("partial") or problem.stored_as_real
     if shape.c_view == "c_nchw":
         return vw if problem.layout == CHANNELS_FIRST and c["pixels"] % vw == 0 and result_as_real else 0
     if shape.c_view == "c_nhwc":

@@ -43,7 +43,6 @@ workspace limit.
 from __future__ import annotations
 
 from .. import limits, settings
-from ..dtypes import STORAGE
 from ..plan import CHANNELS_FIRST, LAYOUTS, Arg, Plan, Problem, rounded
 from .base import Algorithm, call, epilogue_args, source
 from .gemm import GPU_TILES, TILE_CANDIDATES, GemmShape, gemm_calls, gemm_tiles, tile_config, tile_extent
@@ -322,7 +321,7 @@ class Winograd(Algorithm):
         # the output's width), a result stored as clc_real
         row_vector = m if (vt == 1 and tile.get("GV") and m in (2, 4) and conv["DW"] == 1
                            and conv["OW"] % m == 0 and problem.layout == CHANNELS_FIRST
-                           and STORAGE[problem.dtype].c_type == problem.real and not weight_grad) else 0
+                           and problem.stored_as_real and not weight_grad) else 0
         sum_filters = min(SUM_FILTERS, fit.work_group)
         sum_parts = max(1, min(SUM_PARTS, positions(m, conv["R"]), fit.work_group // sum_filters))
         # the transforms are one program (a first call builds it and the GEMM's: two builds); the

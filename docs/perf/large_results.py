@@ -1,6 +1,7 @@
-"""Layers with large results (tens to hundreds of MB), where a lone kernel event ends before its
-writes reach memory (issue 12, fourteenth session: VGG's first forward, 21.6 us alone, 114 us a
-call back to back).  Per layer-pass, on one host:
+"""Layers with large results (tens to hundreds of MB), whose lone kernel events may not show what
+a stream of calls costs the device (issue 12, fourteenth session: VGG's first forward, 21.6 us
+alone, 114 us a call back to back; the fifteenth session's hosts gave the same time both ways).
+Per layer-pass, on one host:
 
 * ``alone``: the default runner's kernel events, one call at a time (what ``clconv bench``'s kernel
   column reports), the median of ROUNDS;
@@ -34,8 +35,8 @@ LAYERS = [
     "mb8ic3ih224oc64oh224kh3ph1:forward",        # VGG's first layer: K = 27, a 103 MB result
     "mb1ic3ih572oc64oh570kh3ph0:forward",        # U-Net's first layer at batch 1: 83 MB
     "mb32ic3ih224oc64oh112kh7sh2ph3:forward",    # ResNet's stem at batch 32: 103 MB
-    "mb32ic64ih56oc256oh56kh1ph0:forward",       # a 1x1 expansion: 205 MB
-    "mb32ic256ih56oc64oh56kh1ph0:backward_data",  # its data gradient: 205 MB
+    "mb32ic64ih56oc256oh56kh1ph0:forward",       # a 1x1 expansion: 103 MB
+    "mb32ic256ih56oc64oh56kh1ph0:backward_data",  # its data gradient: 103 MB
     "mb8ic64ih224oc64oh224kh3ph1:forward",       # VGG's second layer (Winograd): 103 MB
     "mb8ic64ih112oc128oh112kh3ph1:backward_data",  # a 3x3 data gradient (Winograd): 26 MB
     "mb8ic3ih227oc96oh55kh11sh4:forward",        # AlexNet's first: 3025-pixel images (odd)

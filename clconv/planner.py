@@ -24,7 +24,7 @@ from . import limits, settings, templates, tuning
 from .algorithms import REGISTRY, Algorithm, algorithms
 from .algorithms.gemm import is_dot_config
 from .algorithms.reduce import bias_gradient_plan
-from .algorithms.direct import weight_blocks
+from .algorithms.direct import forward_blocks_first, weight_blocks
 from .algorithms.winograd import Winograd
 from .builder import BuildError, build_kernels
 from .caches import Cache
@@ -94,6 +94,11 @@ def heuristic_order(problem: Problem, device: cl.Device) -> list[str]:
     if not is_gpu(device):
         return _cpu_heuristic_order(problem, device)
     order = []
+    if forward_blocks_first(problem):
+        # a short contraction over a few tens of output channels (a network's first layer): direct's
+        # blocks of output channels x rows (direct.forward_blocks_first; ahead of split-K, which
+        # needs a long contraction)
+        order.append("direct")
     if _small_forward_to_splitk(problem):
         order.append("splitk")
     blocks = _weight_blocks_first(problem)

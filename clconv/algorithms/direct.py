@@ -136,6 +136,65 @@ def block_configs(problem: Problem, device) -> list[dict]:
     return out
 
 
+# The forward in blocks of output channels (clc_direct_forward_block): a work-item per block of
+# `cob` output channels x strip of `rows` output rows, so each input value it loads feeds `cob`
+# channels and each weight `rows` rows.  Measured on an H200 (docs/perf/h200-direct-blocks.json,
+# docs/performance.md) on layers of few input channels, whose GEMMs gather a short contraction:
+# 16 channels x 4 rows in work-groups of 128 ran VGG's, U-Net's, ResNet's and MobileNet's first
+# layers, 3x3 4/8/16 -> 32/64 and a 3x3x3 video first layer in 0.57-0.83x the implicit GEMM's
+# time (0.69-0.93x cuDNN's but the video layer's, 1.11x); from 216 input channels x taps (3x3
+# 24 -> 48, AlexNet's 11x11, 48 -> 96), at 128 output channels (16 -> 128) and along 1D rows
+# (a 16 -> 64 k9: no strips, one FMA per weight loaded) the GEMMs won, by 1.08-1.9x.
+FORWARD_BLOCK_COB = 16           # output channels per work-item at most
+FORWARD_BLOCK_ROWS = 4           # output rows per work-item at most
+FORWARD_BLOCK_REGISTERS = 192    # accumulators (rows x cob) and a kernel row's weights (cob x KW), in floats
+FORWARD_BLOCK_FILL = 256         # work-items per compute unit the block shrinks (cob, then rows) to keep
+FORWARD_BLOCK_CONTRACTION = 160  # input channels x taps (a group's) at most where blocks come first ...
+FORWARD_BLOCK_OUTPUTS = (32, 64)  # ... with this many output channels a group (16: 1.03-1.15x the strips')
+FORWARD_BLOCK_OFFERED = 2 * FORWARD_BLOCK_CONTRACTION  # where tuning measures them too
+
+
+def forward_block(problem: Problem, device) -> dict | None:
+    """The configuration of clc_direct_forward_block for a forward on a GPU (None elsewhere, for
+    depthwise layers of several groups, odd output channels a group, long contractions): FORWARD_BLOCK_COB channels
+    (the largest power of two dividing a group's, within FORWARD_BLOCK_REGISTERS) x
+    FORWARD_BLOCK_ROWS rows, halved (channels down to 2 first, then rows) while the work-items
+    number fewer than FORWARD_BLOCK_FILL a compute unit: over 26 first layers on an H200 that took
+    1.023x the best block's time (worst 1.19x, VGG's first at batch 1), rows first 1.053x (1.36x)."""
+    g = problem.geometry
+    fit = limits.of(device)
+    if (problem.pass_ != "forward" or not fit.gpu or (g.is_depthwise and g.groups > 1)
+            or g.cin_per_group * g.kernel_volume > FORWARD_BLOCK_OFFERED):
+        return None
+    words = 2 if problem.real == "double" else 1
+    rows, kw = min(FORWARD_BLOCK_ROWS, g.out_size[1]), g.kernel[-1]
+    cob = FORWARD_BLOCK_COB
+    while cob > 1 and (g.cout_per_group % cob or cob * (rows + kw) * words > FORWARD_BLOCK_REGISTERS):
+        cob //= 2
+    if cob == 1:
+        return None
+
+    def work_items(rows: int, cob: int) -> int:
+        od, oh, ow = g.out_size
+        return g.batch * od * -(-oh // rows) * ow * (g.out_channels // cob)
+    while work_items(rows, cob) < FORWARD_BLOCK_FILL * fit.compute_units and (rows > 1 or cob > 2):
+        rows, cob = (rows, cob // 2) if cob > 2 else (rows // 2, cob)
+    return {"wg": fit.widest(128, 64)[0], "rows": rows, "cob": cob}
+
+
+def forward_blocks_first(problem: Problem) -> bool:
+    """Whether clc_direct_forward_block comes first for a forward on a GPU (measured: the table
+    above): a short contraction (FORWARD_BLOCK_CONTRACTION) over 32-64 output channels a group,
+    channels-first, with rows to strip (2D and 3D) or a contraction shorter than a GEMM tile's step
+    (a 1D first layer: 1 -> 64 k9 ran 0.66x the one-output kernel's time)."""
+    g = problem.geometry
+    contraction = g.cin_per_group * g.kernel_volume
+    return (problem.pass_ == "forward" and not (g.is_depthwise and g.groups > 1) and problem.layout == CHANNELS_FIRST
+            and contraction <= FORWARD_BLOCK_CONTRACTION
+            and FORWARD_BLOCK_OUTPUTS[0] <= g.cout_per_group <= FORWARD_BLOCK_OUTPUTS[1]
+            and (g.out_size[1] >= FORWARD_BLOCK_ROWS or contraction < 16))
+
+
 class Direct(Algorithm):
     name = "direct"
     passes = PASSES
@@ -161,24 +220,30 @@ class Direct(Algorithm):
             # strips of output rows: each input row loaded once for all the kernel rows it feeds
             # (on an H200, depthwise 3x3 at 56x56: 0.042 ms against 0.084 one output per work-item)
             out.insert(0, {"wg": out[0]["wg"], "rows": rows})
+        block = forward_block(problem, device)
+        if block is not None:
+            out.insert(0, block) if forward_blocks_first(problem) else out.append(block)
         return out
 
     def plan(self, problem, config, device):
         g = problem.geometry
         wg, rows = config.get("wg", 64), config.get("rows", 1)
-        src = source("direct.mako", problem, wg=wg, rows=rows)
-        entry = f"clc_direct_{problem.pass_}" + ("_rows" if rows > 1 else "")
         if problem.pass_ == "backward_weight" and "cob" in config:
             return self._blocks_plan(problem, config, device)
+        cob = config.get("cob", 1) if problem.pass_ == "forward" else 1
+        if problem.geometry.cout_per_group % cob:
+            raise ValueError(f"blocks of {cob} output channels do not divide a group's {problem.geometry.cout_per_group}")
+        src = source("direct.mako", problem, wg=wg, rows=rows, cob=cob)
+        entry = f"clc_direct_{problem.pass_}" + ("_block" if cob > 1 else "_rows" if rows > 1 else "")
         if problem.pass_ == "backward_weight":
             launch = call(src, entry, (wg, g.weight_elements), (wg, 1), Arg("x"), Arg("dy"), Arg("dw"))
         else:
             # one work-item per element of the result: y (forward) or dx (data gradient)
             pixels, channels = ((g.out_pixels, g.out_channels) if problem.pass_ == "forward"
                                 else (g.in_pixels, g.in_channels))
-            if rows > 1:  # a work-item per strip of output rows at one column
+            if rows > 1 or cob > 1:  # a work-item per strip of output rows (and block of channels) at one column
                 od, oh, ow = g.out_size
-                pixels = od * -(-oh // rows) * ow
+                pixels, channels = od * -(-oh // rows) * ow, channels // cob
             # one flat range over the result (direct.mako's `element`): a small image's pixels
             # rounded up to a work-group left 80% of the work-items idle at 7x7 (H200)
             launch = call(src, entry, (rounded(g.batch * pixels * channels, wg or 1),), (wg,) if wg else None,

@@ -2,13 +2,15 @@
 ## Entry points:
 ##   clc_direct_forward          one work-item per output element
 ##   clc_direct_forward_rows     one work-item per strip of `rows` output rows at one column
+##   clc_direct_forward_block    one work-item per block of `cob` output channels x strip of `rows` rows
 ##   clc_direct_backward_data    one work-item per input-gradient element, gathering (no atomics)
 ##   clc_direct_backward_weight  one work-group per weight element, a tree reduction in local memory
 ##   clc_direct_backward_weight_blocks  one work-group per (slice of batch x output pixels, group,
 ##                               block of cob output x cib input channels): each work-item sums the
 ##                               block's cob x cib x taps products in registers over its pixels
 ## Parameters: geom, real, data, index, entries, epilogue, bias (the prelude's); wg, the
-## work-group size (clc_direct_backward_weight, _blocks); rows (clc_direct_forward_rows); cob,
+## work-group size (clc_direct_backward_weight, _blocks); rows (clc_direct_forward_rows, _block); cob
+## (clc_direct_forward_block: output channels per work-item; clc_direct_backward_weight_blocks),
 ## cib, slices, chunk, lanes (clc_direct_backward_weight_blocks).
 ## Unlike the other families, these kernels take no `restrict` arguments: with them, Intel's CPU
 ## compiler (OpenCL runtime 2026.22) crashed the process at the first launch of the float64 forward
@@ -144,6 +146,88 @@ ${element(f"((clc_idx){OD * STRIPS * OW})", "CLC_COUT")}
 % endif
     clc_store_result(y_base + y_off, CLC_Y_AT(b, channel, CLC_OUT_OFFSET(od, oh0 + ${r}, ow)), acc${r},
                      bias_base + bias_off, channel, residual_base + residual_off);
+% endfor
+}
+</%def>\
+##
+<%def name="clc_direct_forward_block()">
+<%
+    KD, KH, KW = geom.kernel
+    OD, OH, OW = geom.out_size
+    R, COB = rows, cob
+    STRIPS = -(-OH // R)
+    BLOCKS = geom.out_channels // COB
+%>
+/* A block of ${COB} output channels x a strip of ${R} output rows per work-item, at one column: each
+   input value loaded feeds the block's ${COB} channels and each weight loaded the strip's ${R} rows
+   (1/${R} + 1/${COB} loads per FMA, where clc_direct_forward_rows does one output channel).  For
+   layers of few input channels (a network's first), whose GEMMs gather a short contraction.  Kernel
+   rows are not unrolled: a large kernel's (11x11) weights of one row stay in registers, not all of
+   them.  global: N * (COUT / ${COB}) * OD * ${STRIPS} * OW rounded up (`element`, over blocks). */
+__kernel void clc_direct_forward_block(__global const clc_data* x_base, const long x_off,
+                                       __global const clc_data* w_base, const long w_off,
+                                       __global const clc_data* bias_base, const long bias_off,
+                                       __global const clc_data* residual_base, const long residual_off,
+                                       __global clc_data* y_base, const long y_off)
+{
+${element(f"((clc_idx){OD * STRIPS * OW})", f"{BLOCKS}")}
+    const int c0 = channel * ${COB};  /* the block's first output channel (`channel` counts blocks) */
+    const int ow = (int)(p % CLC_OW);
+    const int oh0 = (int)((p / CLC_OW) % ${STRIPS}) * ${R};
+    const int od = (int)(p / (CLC_OW * ${STRIPS}));
+    const int g = c0 / CLC_CO;
+    __global const clc_data* x = x_base + x_off + CLC_X_AT(b, g * CLC_CI, 0);
+    __global const clc_data* w = w_base + w_off + (clc_idx)c0 * CLC_CI * CLC_KV;
+% for kw in range(KW):
+    const int iw${kw} = ow * CLC_SW - CLC_PW + ${kw} * CLC_DW;
+    const bool in${kw} = (uint)iw${kw} < (uint)CLC_IW;
+% endfor
+
+% for r in range(R):
+% for c in range(COB):
+    clc_real acc${r}_${c} = (clc_real)0;
+% endfor
+% endfor
+    for (int ci = 0; ci < CLC_CI; ++ci) {
+        for (int kd = 0; kd < CLC_KD; ++kd) {
+            const int id = od * CLC_SD - CLC_PD + kd * CLC_DD;
+            if ((uint)id >= (uint)CLC_ID) continue;
+            for (int kh = 0; kh < CLC_KH; ++kh) {
+                /* this kernel row's weights of the block's channels (a work-group's neighbouring
+                   work-items share the block: the same addresses) */
+                __global const clc_data* wk = w + ((ci * CLC_KD + kd) * CLC_KH + kh) * CLC_KW;
+% for c in range(COB):
+                const clc_real ${", ".join("w%d_%d = clc_ld(wk, %d)" % (c, kw, c * geom.cin_per_group * geom.kernel_volume + kw) for kw in range(KW))};
+% endfor
+                const int ih0 = oh0 * CLC_SH - CLC_PH + kh * CLC_DH;
+% for r in range(R):
+                {
+                    /* every load predicated, none behind a branch: all of the row's in flight at once */
+                    const bool up = (uint)(ih0 + ${r} * CLC_SH) < (uint)CLC_IH;
+                    const clc_idx row = ci * CLC_XC + CLC_IN_OFFSET(id, up ? ih0 + ${r} * CLC_SH : 0, 0) * CLC_XP;
+% for kw in range(KW):
+                    const clc_real v${kw} = (up && in${kw}) ? clc_ld(x, row + iw${kw} * CLC_XP) : (clc_real)0;
+% endfor
+% for c in range(COB):
+                    acc${r}_${c} = ${" ".join("fma(v%d, w%d_%d," % (kw, c, kw) for kw in range(KW))} acc${r}_${c}${")" * KW};
+% endfor
+                }
+% endfor
+            }
+        }
+    }
+% for r in range(R):
+% if OH % R and r >= OH % R:
+    if (oh0 + ${r} < CLC_OH) {
+% else:
+    {
+% endif
+        const clc_idx at = CLC_OUT_OFFSET(od, oh0 + ${r}, ow);
+% for c in range(COB):
+        clc_store_result(y_base + y_off, CLC_Y_AT(b, c0 + ${c}, at), acc${r}_${c}, bias_base + bias_off, c0 + ${c},
+                         residual_base + residual_off);
+% endfor
+    }
 % endfor
 }
 </%def>\

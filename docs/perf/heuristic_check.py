@@ -71,6 +71,26 @@ SPLITK_SETS = {  # the shape file a split-K run names -> the set it fills in
 }
 
 
+# Runs of docs/perf/direct_blocks.py (2026-12-03, sixteenth session): direct's forward in blocks of
+# output channels (clc_direct_forward_block), which the heuristic puts first on a network's first
+# layers since then, on the layers that rule was written from and on a holdout list of first
+# layers; keyed by geometry (tag), they fill in any set's forward of the same geometry.
+BLOCK_RUNS = ("h200-direct-blocks.json", "h200-direct-blocks-holdout.json")
+
+
+def block_times() -> dict:
+    """geometry tag -> {config label: ms} of BLOCK_RUNS' block configurations."""
+    out: dict = {}
+    for name in BLOCK_RUNS:
+        for row in json.loads((HERE / name).read_text()):
+            # with the GEMMs' first configurations timed in the same run (the first run: the default
+            # runner's time, then implicit_gemm's first, "others_from_default"), which scale it onto a
+            # tuning run's clock (merged)
+            times = {**row["times_us"], **row.get("others_us", {})}
+            out.setdefault(row["tag"], {}).update({k: v / 1e3 for k, v in times.items()})
+    return out
+
+
 def all_tiles_times() -> list[dict]:
     """For each of ALL_TILES and SPLITK_RUNS: (set name, layer, pass) -> {config label: ms}."""
     out: list[dict] = []
@@ -100,9 +120,10 @@ def h200():
     return devices.H200.stand_in()
 
 
-def judge(specs: list[str], batch, run: dict, device, extras: list[dict] = ()) -> list[dict]:
+def judge(specs: list[str], batch, run: dict, device, extras: list[dict] = (), blocks: dict | None = None) -> list[dict]:
     """For each layer-pass of ``run``: the heuristic's first candidate, its time and the best's
-    (``extras``: runs of (layer, pass) -> more configs' times, merged in one after the other)."""
+    (``extras``: runs of (layer, pass) -> more configs' times, merged in one after the other;
+    ``blocks``: geometry tag -> forward configs' times, block_times)."""
     geometry = {}
     for spec in specs:
         for layer in shapes.resolve_layers(spec, batch):
@@ -115,6 +136,8 @@ def judge(specs: list[str], batch, run: dict, device, extras: list[dict] = ()) -
         times = row["times_ms"]
         for extra in extras:
             times = merged(times, extra.get((row["layer"], row["pass"])))
+        if row["pass"] == "forward" and blocks:
+            times = merged(times, blocks.get(problem.geometry.tag()))
         best = min(times, key=times.get)
         algorithm, config = candidates(problem, device)[0]
         key = label(algorithm, config)
@@ -162,10 +185,12 @@ def main():
     sets = {spec: ([spec], None, path) for spec, path in (r.split("=", 1) for r in args.runs)} if args.runs else SETS
     everything = []
     extras = all_tiles_times() if not args.runs else []
+    blocks = block_times()
     for name, (specs, batch, path) in sets.items():
         run = json.loads((HERE / path if not Path(path).exists() else Path(path)).read_text())
         rows = judge(specs, batch, run, device,
-                     [{(layer, pass_): t for (n, layer, pass_), t in extra.items() if n == name} for extra in extras])
+                     [{(layer, pass_): t for (n, layer, pass_), t in extra.items() if n == name} for extra in extras],
+                     blocks)
         report(name, rows, args.rows)
         everything += rows
     ratios = [r["ratio"] for r in everything]

@@ -35,6 +35,20 @@ def test_direct_forward_in_row_strips(queue, rng, tag, layout):
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
-def test_direct_forward_in_row_strips_16_bit(queue, rng, dtype):
+def test_direct_forward_in_row_strips_and_blocks_16_bit(queue, rng, dtype):
     problem = Problem(geometry(STRIP_GEOMETRIES["k3p1-h9"]), "forward", dtype, bias=True)
     run_prepared(queue, rng, problem, DIRECT, {"wg": 32, "rows": 4})
+    run_prepared(queue, rng, problem, DIRECT, {"wg": 32, "rows": 4, "cob": 2})
+
+
+@pytest.mark.parametrize("layout", ["channels_first", "channels_last"])
+@pytest.mark.parametrize("tag", [t for k, t in STRIP_GEOMETRIES.items() if k != "depthwise"],
+                         ids=[k for k in STRIP_GEOMETRIES if k != "depthwise"])
+def test_direct_forward_in_channel_blocks(queue, rng, tag, layout):
+    """clc_direct_forward_block: blocks of output channels that divide a group's (3 of 3 and 6 of 6,
+    2 and 3 of 6 beside groups), with and without strips of rows."""
+    problem = Problem(geometry(tag), "forward", "float32", bias=True, layout=layout)
+    per_group = problem.geometry.cout_per_group
+    for cob in sorted({c for c in (2, 3, per_group) if per_group % c == 0 and c > 1}):
+        for rows in (1, 4):
+            run_prepared(queue, rng, problem, DIRECT, {"wg": 32, "rows": rows, "cob": cob})

@@ -171,6 +171,15 @@ def child(which: str, every_config: bool) -> int:
             run_prepared(queue, rng, problem, REGISTRY["direct"], {"wg": 16, "rows": 4})
             note(f"direct rows=4 {tag} float16 {layout}")
             runs += 1
+    # the direct forward in blocks of output channels (a GPU's first guess for first layers): a last
+    # strip partly below the image with stride and dilation along the rows, groups, both layouts
+    for tag, layout, config in (("n2g1c3o8i7x6k3x3s1x1p1x1d1x1", "channels_first", {"wg": 16, "rows": 4, "cob": 4}),
+                                ("n1g2c4o6i9x5k3x3s2x1p2x1d2x1", "channels_last", {"wg": 16, "rows": 2, "cob": 3}),
+                                ("n2g1c2o4i13k5s1p2d1", "channels_first", {"wg": 8, "rows": 1, "cob": 2})):
+        problem = Problem(geometry(tag), "forward", "float32", bias=True, layout=layout)
+        run_prepared(queue, rng, problem, REGISTRY["direct"], config)
+        note(f"direct forward blocks {tag} {layout} {config}")
+        runs += 1
     # direct's weight gradient in blocks (a GPU's first guess for grouped layers, not offered to
     # Oclgrind's device): several slices (partials and their sum), blocks side by side channels-last
     # with lanes past the last block, one slice straight into dw in float16, a strided dilated 1D layer

@@ -316,3 +316,30 @@ def test_cpu_winograd_forward_needs_tiles_enough_with_16_lanes():
         assert _cpu_winograd_pays(few, device) and _cpu_winograd_pays(many, device)
     finally:
         limits.register(device, original)
+
+
+def test_first_layers_take_direct_blocks_of_output_channels_on_gpus():
+    """direct.forward_blocks_first and forward_block on the H200 stand-in: a short contraction over
+    32-64 output channels a group takes clc_direct_forward_block first, its block shrunk (channels,
+    then rows) to keep the compute units filled and its registers bounded; a longer contraction,
+    128 output channels, a 1D layer's long contraction, a depthwise layer, channels-last and CPUs
+    keep the other order."""
+    h200 = H200.stand_in()
+
+    def first(tag, layout="channels_first", device=h200, pass_="forward"):
+        algorithm, config = candidates(Problem(geometry(tag), pass_, "float32", layout=layout), device)[0]
+        return algorithm.name, config
+
+    assert first("n8g1c3o64i224x224k3x3s1x1p1x1d1x1") == ("direct", {"wg": 128, "rows": 4, "cob": 16})  # VGG's first
+    assert first("n8g1c3o96i227x227k11x11s4x4p0x0d1x1")[0] != "direct"   # AlexNet's: 363 channels x taps
+    assert first("n16g1c16o128i56x56k3x3s1x1p1x1d1x1")[0] != "direct"    # 128 output channels
+    assert first("n8g1c16o64i8000k9s1p4d1")[0] != "direct"               # 1D, 144 channels x taps
+    assert first("n8g1c1o64i16000k9s1p4d1") == ("direct", {"wg": 128, "rows": 1, "cob": 16})  # 1D, 9
+    assert first("n8g1c3o64i224x224k3x3s1x1p1x1d1x1", "channels_last")[1].get("cob") is None
+    assert first("n8g1c3o64i224x224k3x3s1x1p1x1d1x1", pass_="backward_data")[1].get("cob") is None
+    # a batch-1 ResNet stem: 16 channels x 4 rows leave 47 work-items a compute unit; 4 x 4 give 188
+    assert first("n1g1c3o64i224x224k7x7s2x2p3x3d1x1") == ("direct", {"wg": 128, "rows": 4, "cob": 4})
+    # an 11x11 kernel's row of 16 channels' weights and 4 rows' sums would take 240 registers
+    assert first("n4g1c1o64i128x128k11x11s1x1p5x5d1x1") == ("direct", {"wg": 128, "rows": 4, "cob": 8})
+    assert all("cob" not in c for c in REGISTRY["direct"].configs(_problem("n8g1c3o64i224x224k3x3s1x1p1x1d1x1"),
+                                                                  fake_device(gpu=False, compute_units=2)))

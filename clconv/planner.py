@@ -24,7 +24,7 @@ from . import limits, settings, templates, tuning
 from .algorithms import REGISTRY, Algorithm, algorithms
 from .algorithms.gemm import is_dot_config
 from .algorithms.reduce import bias_gradient_plan
-from .algorithms.direct import forward_blocks_first, weight_blocks
+from .algorithms.direct import FORWARD_FEW_OUTPUTS, few_outputs_first, forward_blocks_first, weight_blocks
 from .algorithms.winograd import Winograd
 from .builder import BuildError, build_kernels
 from .caches import Cache
@@ -94,10 +94,11 @@ def heuristic_order(problem: Problem, device: cl.Device) -> list[str]:
     if not is_gpu(device):
         return _cpu_heuristic_order(problem, device)
     order = []
-    if forward_blocks_first(problem):
+    if forward_blocks_first(problem) or few_outputs_first(problem, device):
         # a short contraction over a few tens of output channels (a network's first layer): direct's
-        # blocks of output channels x rows (direct.forward_blocks_first; ahead of split-K, which
-        # needs a long contraction)
+        # blocks of output channels x rows (direct.forward_blocks_first); a handful of output
+        # channels (an output layer), which leave a GEMM tile's rows empty: its strips
+        # (direct.few_outputs_first); both ahead of split-K
         order.append("direct")
     if _small_forward_to_splitk(problem):
         order.append("splitk")
@@ -178,6 +179,11 @@ def _small_forward_to_splitk(problem: Problem) -> bool:
     channels-last, and forwards under WINOGRAD_FORWARD_MIN_FLOPS (one implicit_gemm launch)."""
     g = problem.geometry
     low, high = SPLITK_FORWARD_FLOPS
+    # a few output channels (direct.FORWARD_FEW_OUTPUTS) leave a GEMM tile's rows empty however small
+    # the forward: 3x3 512 -> 1 at 32x32, batch 1 (9 MFLOP), ran 43.7 us with split-K against the
+    # implicit GEMM's 328.5 (cuDNN 61.3; docs/perf/h200-direct-blocks-outputs-holdout.json), where
+    # direct's strips, too few to fill the device (direct.few_outputs_first), took 141.5
+    low = 0 if g.cout_per_group <= FORWARD_FEW_OUTPUTS else low
     return (problem.pass_ == "forward" and g.groups == 1 and g.kernel_volume > 1 and problem.layout == CHANNELS_FIRST
             and g.reduction_length >= SPLITK_FORWARD_MIN_CONTRACTION and low <= g.flops <= high)
 

@@ -195,6 +195,31 @@ def forward_blocks_first(problem: Problem) -> bool:
             and (g.out_size[1] >= FORWARD_BLOCK_ROWS or contraction < 16))
 
 
+# A forward with fewer output channels than this a group (an output layer: an image's 1-3
+# channels, a mask, a flow field) leaves a GEMM tile's 32+ rows mostly empty: direct's strip kernel
+# (its first configuration on GPUs) comes first.  On an H200 (docs/perf/h200-direct-blocks-outputs.json) it
+# ran 3x3 64 -> 3 at 256x256 in 83.7 us against implicit GEMM's 496.7 and cuDNN's 345.4, 64 -> 1
+# in 45.4 (split-K 550.9; cuDNN 208), 5x5 32 -> 1 33.6 (708; 165), 3x3x3 32 -> 1 38.2 (449; 148),
+# a 1D k3 64 -> 1 21.0 (87; 46), a 1x1 64 -> 1 26.0 (gemm1x1 59.7; 58.8); 21 classes lost (a
+# 3x3 256 -> 21: 2.5x Winograd's time, a 1x1: 1.7x gemm1x1's).
+FORWARD_FEW_OUTPUTS = 8
+# ... where its strips number this many a compute unit at least (the 3x3x3 32 -> 1 layer's 248 ran
+# in 0.09x split-K's time; a batch-1 32x32 image's few strips over a long contraction are left to
+# split-K's pieces)
+FEW_OUTPUTS_FILL = 64
+
+
+def few_outputs_first(problem: Problem, device) -> bool:
+    """Whether direct's strips come first for a forward on a GPU with few output channels a group
+    (FORWARD_FEW_OUTPUTS), channels-first, with FEW_OUTPUTS_FILL strips a compute unit."""
+    g = problem.geometry
+    if problem.pass_ != "forward" or problem.layout != CHANNELS_FIRST or g.cout_per_group > FORWARD_FEW_OUTPUTS:
+        return False
+    od, oh, ow = g.out_size
+    strips = od * -(-oh // strip_rows(oh)) * ow
+    return g.batch * strips * g.out_channels >= FEW_OUTPUTS_FILL * limits.of(device).compute_units
+
+
 class Direct(Algorithm):
     name = "direct"
     passes = PASSES

@@ -1,8 +1,8 @@
 """The direct forward in blocks of output channels (``clc_direct_forward_block``: a work-item per
 block of ``cob`` output channels x strip of ``rows`` output rows) against the default choice and
 cuDNN, on layers of few input channels (a network's first layers, whose GEMMs gather a short
-contraction).  Per layer's forward, on one host: every block configuration of BLOCKS and ROWS that
-divides the layer's channels (and keeps its registers within REGISTERS), the first configuration of
+contraction).  Per layer's forward, on one host: every block configuration of ROWS and of a
+number of channels up to BLOCKS[-1] (one: the strip kernel) that divides the layer's channels (and keeps its registers within REGISTERS), the first configuration of
 each GEMM algorithm (OTHERS) that serves the layer, then the default runner,
 each CALLS times back to back on a profiling queue (from the first launch's start to the last's
 end, per call: what a stream costs the device), the best of ROUNDS; and cuDNN's stream of default
@@ -41,13 +41,12 @@ def block_configs(problem: Problem) -> list[dict]:
     g = problem.geometry
     kw = g.kernel[-1]
     out = []
-    for cob in BLOCKS:
-        if g.cout_per_group % cob:
-            continue
+    for cob in [c for c in range(1, BLOCKS[-1] + 1) if g.cout_per_group % c == 0]:
         for rows in ROWS:
             if rows > g.out_size[1] or rows * cob + kw * cob > REGISTERS:
                 continue
-            out += [{"wg": wg, "rows": rows, "cob": cob} for wg in WORK_GROUPS]
+            # one channel: the strip kernel (clc_direct_forward_rows; rows 1: one output a work-item)
+            out += [{"wg": wg, "rows": rows, **({"cob": cob} if cob > 1 else {})} for wg in WORK_GROUPS]
     return out
 
 
@@ -107,6 +106,8 @@ def main() -> None:
             others = {}  # the first configuration of each GEMM algorithm that serves the layer
             for name in OTHERS:
                 algorithm = REGISTRY[name]
+                if algorithm.decline_reason(problem, queue.device) is not None:
+                    continue  # not run there: prepare() does not ask (Winograd's configs of a 3D layer)
                 try:
                     first = algorithm.configs(problem, queue.device)[:1]
                     if first:

@@ -23,6 +23,7 @@ STRIP_GEOMETRIES = {
     "depthwise": "n2g6c6o6i11x11k3x3s1x1p1x1d1x1",
     "3d": "n1g1c2o3i3x6x5k2x3x3s1x2x1p1x1x1d1x1x1",
     "1d": "n2g1c3o2i17k3s1p1d1",
+    "1x1-out": "n2g1c5o1i9x7k1x1s1x1p0x0d1x1",     # an output layer's 1x1 to one channel
 }
 
 

@@ -232,9 +232,12 @@ def test_gpu_heuristic_takes_strided_1x1_data_gradients_to_column_buffers(tag):
 @pytest.mark.parametrize("pass_", ["forward", "backward_data"])
 def test_gpu_heuristic_runs_few_channels_per_group_directly(pass_):
     """8 channels a group leave a GEMM tile's rows mostly empty: `direct` (0.38x and 0.51x the GEMMs'
-    time for ResNeXt-50's 3x3 at 28x28); a dense layer with as few rows keeps its GEMM order."""
+    time for ResNeXt-50's 3x3 at 28x28); a dense layer with as few rows keeps its GEMM order, but
+    for its forward, which direct's strips serve first for its 8 output channels
+    (direct.few_outputs_first: an output layer's rule)."""
     assert heuristic_order(_problem("n32g32c256o256i28x28k3x3s1x1p1x1d1x1", pass_), H200_LIKE)[0] == "direct"
-    assert heuristic_order(_problem("n32g1c8o8i28x28k3x3s1x1p1x1d1x1", pass_), H200_LIKE)[0] != "direct"
+    dense = heuristic_order(_problem("n32g1c8o8i28x28k3x3s1x1p1x1d1x1", pass_), H200_LIKE)[0]
+    assert (dense == "direct") is (pass_ == "forward")
 
 
 @pytest.mark.parametrize("pass_, wanted", [
@@ -343,3 +346,22 @@ def test_first_layers_take_direct_blocks_of_output_channels_on_gpus():
     assert first("n4g1c1o64i128x128k11x11s1x1p5x5d1x1") == ("direct", {"wg": 128, "rows": 4, "cob": 8})
     assert all("cob" not in c for c in REGISTRY["direct"].configs(_problem("n8g1c3o64i224x224k3x3s1x1p1x1d1x1"),
                                                                   fake_device(gpu=False, compute_units=2)))
+
+
+def test_output_layers_take_direct_strips_on_gpus():
+    """direct.few_outputs_first on the H200 stand-in: a forward with at most 8 output channels a
+    group (an image, a mask, a flow field) takes direct's strips first, 1x1 and 1D too; too few
+    strips to fill the device go to split-K's pieces (_small_forward_to_splitk, any size); 16
+    output channels keep the GEMMs (Winograd here)."""
+    h200 = H200.stand_in()
+
+    def first(tag, layout="channels_first"):
+        algorithm, config = candidates(Problem(geometry(tag), "forward", "float32", layout=layout), h200)[0]
+        return algorithm.name, config
+
+    assert first("n4g1c64o3i256x256k3x3s1x1p1x1d1x1") == ("direct", {"wg": 256, "rows": 4})
+    assert first("n4g1c64o1i256x256k1x1s1x1p0x0d1x1") == ("direct", {"wg": 256, "rows": 4})
+    assert first("n8g1c64o1i16000k3s1p1d1") == ("direct", {"wg": 256})
+    assert first("n1g1c512o1i32x32k3x3s1x1p1x1d1x1")[0] == "splitk"
+    assert first("n4g1c64o16i128x128k3x3s1x1p1x1d1x1")[0] == "winograd"
+    assert first("n4g1c64o3i256x256k3x3s1x1p1x1d1x1", "channels_last")[0] != "direct"

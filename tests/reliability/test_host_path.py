@@ -41,6 +41,23 @@ def test_empty_array_is_what_pyopencl_empty_makes(queue, shape, dtype):
         assert again.base_data != first.base_data, "every result needs a buffer of its own"
 
 
+def test_contiguity_is_checked_by_strides_where_a_result_of_the_shape_was_made(queue, rng):
+    """check_tensor's shortcut (tensors._c_contiguous) takes an Array as C-contiguous only where its
+    strides are those empty_array made for its shape and dtype: a result passes without pyopencl's
+    flags; a strided view and a transposed one of the same shape and dtype are still refused."""
+    from clconv.tensors import check_tensor
+
+    shape = (2, 3, 6, 6)
+    made = empty_array(queue, shape, np.dtype(np.float32))  # registers the shape's strides
+    assert check_tensor("input", empty_array(queue, shape, np.dtype(np.float32))) is not None
+    strided = cl_array.to_device(queue, random(rng, (2, 3, 6, 12)))[:, :, :, ::2]
+    turned = cl_array.to_device(queue, random(rng, shape)).transpose((0, 1, 3, 2))
+    for view in (strided, turned):
+        assert view.shape == made.shape and view.dtype == made.dtype and view.strides != made.strides
+        with pytest.raises(ValueError, match="input must be a C-contiguous"):
+            check_tensor("input", view)
+
+
 def test_results_of_repeated_calls_do_not_share_memory(queue, rng):
     x1, x2, w = random(rng, (2, 3, 6, 5)), random(rng, (2, 3, 6, 5)), random(rng, (4, 3, 3, 3))
     g = resolve_conv(2, x1.shape, w.shape, None, 1, 1, 1, 1).geometry

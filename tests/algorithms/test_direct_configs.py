@@ -2,13 +2,15 @@
 (helpers.run_prepared): a strip's input rows are loaded once for all the kernel rows they feed, so
 the geometries reach row counts that do not divide the strip, strides and dilations that make rows
 feed several output rows or none, 3D, groups with several input channels, a 1D layer (one output
-row: three of the strip's rows stored nowhere), both layouts and 16-bit storage."""
+row: three of the strip's rows stored nowhere), both layouts, 16-bit storage and float64; and in
+blocks of output channels (clc_direct_forward_block)."""
 
 from __future__ import annotations
 
 import pytest
 
 from clconv.algorithms import REGISTRY
+from clconv.device import supports_fp64
 from clconv.plan import Problem
 
 from cases import geometry
@@ -35,8 +37,10 @@ def test_direct_forward_in_row_strips(queue, rng, tag, layout):
         run_prepared(queue, rng, problem, DIRECT, {"wg": 32, "rows": rows})
 
 
-@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
-def test_direct_forward_in_row_strips_and_blocks_16_bit(queue, rng, dtype):
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float64"])
+def test_direct_forward_in_row_strips_and_blocks_other_dtypes(queue, rng, dtype):
+    if dtype == "float64" and not supports_fp64(queue.device):
+        pytest.skip(f"{queue.device.name!r} has no cl_khr_fp64")
     problem = Problem(geometry(STRIP_GEOMETRIES["k3p1-h9"]), "forward", dtype, bias=True)
     run_prepared(queue, rng, problem, DIRECT, {"wg": 32, "rows": 4})
     run_prepared(queue, rng, problem, DIRECT, {"wg": 32, "rows": 4, "cob": 2})

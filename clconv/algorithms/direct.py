@@ -141,8 +141,8 @@ def block_configs(problem: Problem, device) -> list[dict]:
 # channels and each weight `rows` rows.  Measured on an H200 (docs/perf/h200-direct-blocks.json,
 # docs/performance.md) on layers of few input channels, whose GEMMs gather a short contraction:
 # 16 channels x 4 rows in work-groups of 128 ran VGG's, U-Net's, ResNet's and MobileNet's first
-# layers, 3x3 4/8/16 -> 32/64 and a 3x3x3 video first layer in 0.57-0.83x the implicit GEMM's
-# time (0.69-0.93x cuDNN's but the video layer's, 1.11x); from 216 input channels x taps (3x3
+# layers, 3x3 4/8/16 -> 64/64/32 and a 3x3x3 video first layer in 0.62-0.84x the implicit GEMM's
+# time (0.64-0.94x cuDNN's but the video layer's, 1.11x); from 216 input channels x taps (3x3
 # 24 -> 48, AlexNet's 11x11, 48 -> 96), at 128 output channels (16 -> 128) and along 1D rows
 # (a 16 -> 64 k9: no strips, one FMA per weight loaded) the GEMMs won, by 1.08-1.9x.
 FORWARD_BLOCK_COB = 16           # output channels per work-item at most
@@ -156,7 +156,8 @@ FORWARD_BLOCK_OFFERED = 2 * FORWARD_BLOCK_CONTRACTION  # where tuning measures t
 
 def forward_block(problem: Problem, device) -> dict | None:
     """The configuration of clc_direct_forward_block for a forward on a GPU (None elsewhere, for
-    depthwise layers of several groups, odd output channels a group, long contractions): FORWARD_BLOCK_COB channels
+    depthwise layers of several groups, odd output channels a group, contractions over
+    FORWARD_BLOCK_OFFERED): FORWARD_BLOCK_COB channels
     (the largest power of two dividing a group's, within FORWARD_BLOCK_REGISTERS) x
     FORWARD_BLOCK_ROWS rows, halved (channels down to 2 first, then rows) while the work-items
     number fewer than FORWARD_BLOCK_FILL a compute unit: over 26 first layers on an H200 that took
@@ -195,7 +196,7 @@ def forward_blocks_first(problem: Problem) -> bool:
             and (g.out_size[1] >= FORWARD_BLOCK_ROWS or contraction < 16))
 
 
-# A forward with fewer output channels than this a group (an output layer: an image's 1-3
+# A forward with at most this many output channels a group (an output layer: an image's 1-3
 # channels, a mask, a flow field) leaves a GEMM tile's 32+ rows mostly empty: direct's strip kernel
 # (its first configuration on GPUs) comes first.  On an H200 (docs/perf/h200-direct-blocks-outputs.json) it
 # ran 3x3 64 -> 3 at 256x256 in 83.7 us against implicit GEMM's 496.7 and cuDNN's 345.4, 64 -> 1

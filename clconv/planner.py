@@ -100,10 +100,11 @@ def heuristic_order(problem: Problem, device: cl.Device) -> list[str]:
         # channels (an output layer), which leave a GEMM tile's rows empty: its strips
         # (direct.few_outputs_first); both ahead of split-K
         order.append("direct")
-    if _small_forward_to_splitk(problem):
+    if _small_forward_to_splitk(problem) or (_unfilled_forward_to_splitk(problem, device)
+                                              and not _winograd_pays(problem, device)):
         order.append("splitk")
     blocks = _weight_blocks_first(problem)
-    if (blocks and g.cout_per_group < WEIGHT_BLOCK_ROWS) or _short_weight_gradient(problem):
+    if (blocks and g.cout_per_group < WEIGHT_BLOCK_ROWS) or _short_weight_gradient(problem) or _narrow_weight_gradient(problem):
         # a weight gradient with fewer output channels (per group) than the smallest GEMM tile's
         # rows leaves most of split-K's and Winograd's tiles empty, where direct's blocks keep every
         # (output, input channel, tap) sum of a block in registers over a slice of batch x pixels.
@@ -114,7 +115,8 @@ def heuristic_order(problem: Problem, device: cl.Device) -> list[str]:
         # they ran ungrouped weight gradients of 16-24 output channels (1x1 32 -> 16 at 112x112, 3x3
         # 24 -> 24, 3x3x3 16 -> 16) in 0.44-0.70x split-K's time, the best candidate on each; a
         # 5x5 16 -> 32 in 0.95x (Winograd, too few channel pairs for its rule, was best there).
-        # A short, small weight gradient too (_short_weight_gradient)
+        # A short, small weight gradient too (_short_weight_gradient), and one whose GEMM has fewer
+        # columns than a tile's (_narrow_weight_gradient)
         order.append("direct")
     if _winograd_pays(problem, device):
         # 2.25-4x fewer multiplies (2.8-4.6x for 5x5): tuning picks it for 3x3 and 5x5 stride-1
@@ -127,7 +129,8 @@ def heuristic_order(problem: Problem, device: cl.Device) -> list[str]:
         # a full tile's rows (32 a group): after Winograd, which won at batch 32 (7x7: 0.84x the
         # blocks' time), before the GEMMs (batch 8: 0.56x implicit_gemm's; batch 1: 1.07x)
         order.append("direct")
-    if problem.pass_ == "backward_weight" and not g.is_depthwise:
+    depthwise = _depthwise(g)
+    if problem.pass_ == "backward_weight" and not depthwise:
         # the weight gradient's GEMM is small (C_out x C_in*taps) with a long contraction: without
         # a split it runs a handful of work-groups (measured 15x slower on an H200 for a 1x1 layer)
         order.append("splitk")
@@ -135,25 +138,29 @@ def heuristic_order(problem: Problem, device: cl.Device) -> list[str]:
         order.append("im2col")
     if g.is_pointwise:
         order.append("gemm1x1")
-    if g.is_depthwise and problem.pass_ == "backward_weight":
+    if depthwise and problem.pass_ == "backward_weight":
         order.append("depthwise")
-    if g.is_depthwise or g.reduction_length < 8 or (g.groups > 1 and _gemm_rows(problem) < FEW_ROWS):
+    if depthwise or g.reduction_length < 8 or (g.groups > 1 and _gemm_rows(problem) < FEW_ROWS):
         # grouped layers with a few channels per group (ResNeXt's 8 at 32 groups) give every GEMM
         # a handful of rows under a tile of at least 32: `direct` ran ResNeXt-50's 3x3 28x28 forward
         # and data gradient in 0.38x and 0.51x implicit_gemm's and im2col's time on an H200
         order.append("direct")
-    if g.is_depthwise:
+    if depthwise:
         order.append("depthwise_rows")  # a row per work-item: made for CPUs, measured here too
-    if problem.pass_ == "backward_data" and (max(g.stride) > 1 or g.in_pixels <= 256
-                                              or g.cin_per_group < FEW_ROWS <= g.cin_per_group * g.kernel_volume
+    small_image = g.in_pixels <= 256 and g.cout_per_group > COLUMNS_MIN_CONTRACTION
+    if problem.pass_ == "backward_data" and (max(g.stride) > 1 or small_image
+                                              or g.cin_per_group <= FEW_ROWS <= g.cin_per_group * g.kernel_volume
                                               or g.cout_per_group * g.kernel_volume >= LONG_GATHER):
         # the implicit gather reads mostly stride holes, and on small images its per-element index
         # decoding dominates; a GEMM into columns and col2im wins (measured on an H200:
-        # docs/performance.md).  The implicit GEMM's rows are the input channels: a few of them
-        # leave most of a tile's rows empty, where im2col's GEMM has channels x taps rows (a
-        # 3-channel 3x3 layer: 0.028 against 0.092 ms).  Its contraction (output channels x taps)
-        # decodes a tap and a source pixel per element: from LONG_GATHER on, im2col's plain GEMM
-        # over the output channels pays for its column buffer
+        # docs/performance.md), unless that GEMM's contraction, the output channels a group, is
+        # two of a tile's steps or fewer (COLUMNS_MIN_CONTRACTION).  The implicit GEMM's rows are
+        # the input channels: a few of them leave most of a tile's rows empty, where im2col's GEMM
+        # has channels x taps rows (a 3-channel 3x3 layer: 0.028 against 0.092 ms; 16 channels, half
+        # a 32-row tile: SqueezeNet's 3x3 16 -> 64 at 55x55 0.064 against 0.149, a 3x3x3 0.39 against
+        # 0.44; 24 lost, 1.28x).  Its contraction (output channels x taps) decodes a tap and a source
+        # pixel per element: from LONG_GATHER on, im2col's plain GEMM over the output channels pays
+        # for its column buffer
         order.append("im2col")
     order += ["implicit_gemm", "im2col", "direct"]
     return list(dict.fromkeys(order))
@@ -188,12 +195,39 @@ def _small_forward_to_splitk(problem: Problem) -> bool:
             and g.reduction_length >= SPLITK_FORWARD_MIN_CONTRACTION and low <= g.flops <= high)
 
 
+def _unfilled_forward_to_splitk(problem: Problem, device: cl.Device) -> bool:
+    """Whether split-K comes first for a larger forward on a GPU: one whose output is fewer GEMM
+    tiles of UNFILLED_TILE x UNFILLED_TILE than the device has compute units, over a long contraction
+    (SPLITK_FORWARD_MIN_CONTRACTION), which no other algorithm cuts; where Winograd serves it, Winograd
+    comes first (on 14 of 15 such 3x3 and 5x5 forwards of the H200 tuning runs timed with both it ran
+    in 0.40-0.98x split-K's time, on one, 3x3 128 channels at 14x14, batch 8, 1.64x;
+    docs/perf/heuristic_check.py).  HiFi-GAN's 1D k16 stride-8 upsampling layer
+    (as the convolution it is the gradient of: 256 -> 512 channels over 4 x 100 outputs, a
+    contraction of 4096, 56 tiles for 132 compute units) ran split-K in 0.092 ms against the implicit
+    GEMM's 0.242 (docs/perf/h200-tune-closing-holdout.json)."""
+    g = problem.geometry
+    if not (problem.pass_ == "forward" and g.groups == 1 and g.kernel_volume > 1 and problem.layout == CHANNELS_FIRST
+            and g.reduction_length >= SPLITK_FORWARD_MIN_CONTRACTION and g.flops > SPLITK_FORWARD_FLOPS[1]):
+        return False
+    tiles = -(-g.out_channels // UNFILLED_TILE) * -(-g.batch * g.out_pixels // UNFILLED_TILE)
+    return tiles < limits.of(device).compute_units
+
+
+# The square tile _unfilled_forward_to_splitk counts an output in (the middle of the GPU tiles)
+UNFILLED_TILE = 64
 SPLITK_FORWARD_FLOPS = (2**25, 384 << 20)
 SPLITK_FORWARD_MIN_CONTRACTION = 512
 
 
 # Rows of a GEMM below which the smallest GPU tile (32 rows) is mostly empty.
 FEW_ROWS = 16
+
+# The fewest output channels a group (im2col's GEMM contraction) at which a small image's data
+# gradient goes to im2col first on GPUs: on an H200 (docs/perf/heuristic_check.py) the implicit GEMM
+# won every such data gradient of 32 output channels a group, 14x14 at batch 16-32 (DenseNet's 3x3
+# 128 -> 32 growth layer: 0.020 against 0.025 ms; 16 groups of 32, ResNeXt's 32 groups of 32:
+# 0.84x), im2col all of 64 and more (0.11-0.89x, 20 layers).
+COLUMNS_MIN_CONTRACTION = 32
 
 # The data gradient's implicit contraction (output channels per group x taps) from which im2col
 # comes before implicit_gemm on GPUs: over 21 data-gradient passes of H200 tuning runs
@@ -234,7 +268,7 @@ SHORT_WEIGHT_PRODUCTS = (192, 1024)
 
 
 def _short_weight_gradient(problem: Problem) -> bool:
-    """Whether a (not depthwise) weight gradient sums few products per weight (SHORT_WEIGHT_PRODUCTS)
+    """Whether a weight gradient sums few products per weight (SHORT_WEIGHT_PRODUCTS)
     and has little work (at most WEIGHT_GRADIENT_MIN_FLOPS, under which Winograd does not pay), and
     a channel block of direct's fits its registers.  Split-K has little contraction to cut there
     and the GEMMs' tiles few work-groups, where direct's blocks give every weight element's sum a
@@ -245,11 +279,26 @@ def _short_weight_gradient(problem: Problem) -> bool:
     before the list below showed it) and tied at 256 (1.05x), and with more work (0.64-10 GFLOP
     at 392-800 products) lost 1.4-4x.  A list written after this rule
     (docs/perf/h200-short-wgrad-layers.txt: 8 layers of 512-1024 products, 29-382 MFLOP, 1D, 1x1,
-    3x3 and 5x5, batch 1-16) ran them in 0.34-0.92x the other algorithms' best, all 8 its best."""
+    3x3 and 5x5, batch 1-16) ran them in 0.34-0.92x the other algorithms' best, all 8 its best.
+    Depthwise layers too: EfficientNet's batch-1 5x5 stride-2 depthwise layer (196 products) ran
+    its one-channel blocks in 0.31x the depthwise kernel's time (docs/perf/h200-tune-closing.json),
+    where with 4000-100352 products (a batch-8 1D k31, MobileNetV2's batch-32 3x3) the depthwise
+    kernel was the best."""
     g = problem.geometry
     low, high = SHORT_WEIGHT_PRODUCTS
     return (low <= g.batch * g.out_pixels <= high and g.flops <= WEIGHT_GRADIENT_MIN_FLOPS
-            and _weight_blocks_serve(problem))
+            and problem.pass_ == "backward_weight" and bool(weight_blocks(problem)))
+
+
+def _narrow_weight_gradient(problem: Problem) -> bool:
+    """Whether a (not depthwise) weight gradient's GEMM has fewer columns (input channels per group x
+    taps) than the smallest GPU tile's (WEIGHT_BLOCK_ROWS), and a channel block of direct's fits its
+    registers: most of every split-K tile's columns are empty, where direct's blocks keep a block's
+    sums in registers.  On an H200 (docs/perf/h200-tune-closing.json) they ran wav2vec 2.0's 1 -> 512
+    k10 stride-5 audio layer in 0.61x split-K's time (10 columns) and MobileNetV2's batch-1 1x1
+    24 -> 144 expansion at 56x56 in 0.46x (24 columns)."""
+    g = problem.geometry
+    return g.cin_per_group * g.kernel_volume < WEIGHT_BLOCK_ROWS and _weight_blocks_serve(problem)
 
 
 def _weight_blocks_first(problem: Problem) -> bool:
@@ -261,8 +310,18 @@ def _weight_blocks_first(problem: Problem) -> bool:
 def _weight_blocks_serve(problem: Problem) -> bool:
     """Whether ``problem`` is a (not depthwise) weight gradient with a channel block of direct's
     that fits its registers (direct.weight_blocks)."""
-    return (problem.pass_ == "backward_weight" and not problem.geometry.is_depthwise
+    return (problem.pass_ == "backward_weight" and not _depthwise(problem.geometry)
             and bool(weight_blocks(problem)))
+
+
+def _depthwise(g) -> bool:
+    """A depthwise layer of several groups (one input channel each), which the GPU order gives to
+    the depthwise kernels and direct.  A single-group layer of one input channel is depthwise too
+    by the letter (``ConvGeometry.is_depthwise``) but is a network's first layer, such as
+    wav2vec 2.0's 1 -> 512 k10 stride-5 audio layer: on an H200 its data gradient ran 0.046 ms by
+    im2col against direct's 0.206, its forward 0.042 by implicit_gemm against direct's strips' 0.046
+    (docs/perf/h200-tune-closing.json), so it takes the ordinary order."""
+    return g.is_depthwise and g.groups > 1
 
 
 def _gemm_rows(problem: Problem) -> int:
@@ -309,7 +368,11 @@ def _winograd_pays(problem: Problem, device: cl.Device) -> bool:
         pair_taps = g.groups * cin * cout * g.kernel_volume
         too_few = min(cin, cout) < weight_minimum or (channels_first and pair_taps < WINOGRAD_MIN_PAIR_TAPS)
     else:
-        too_few = cin < input_minimum or cout < 16
+        # Its GEMMs have the implicit GEMM's rows (output channels), as empty, and a quarter of its
+        # multiplies: ESPCN's 3x3 64 -> 12 at 128x128 ran 0.093 ms against the implicit GEMM's
+        # 0.257 (docs/perf/h200-tune-closing-holdout.json); at most FORWARD_FEW_OUTPUTS go to
+        # direct's strips or split-K (the data gradient's 12 -> 64 has too few input channels)
+        too_few = cin < input_minimum or cout <= FORWARD_FEW_OUTPUTS
     if too_few:
         return False
     # The gradients need work enough.  The weight gradient contracts over the tiles and writes 16

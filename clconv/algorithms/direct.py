@@ -152,6 +152,11 @@ FORWARD_BLOCK_FILL = 256         # work-items per compute unit the block shrinks
 FORWARD_BLOCK_CONTRACTION = 160  # input channels x taps (a group's) at most where blocks come first ...
 FORWARD_BLOCK_OUTPUTS = (32, 64)  # ... with this many output channels a group (16: 1.03-1.15x the strips')
 FORWARD_BLOCK_OFFERED = 2 * FORWARD_BLOCK_CONTRACTION  # where tuning measures them too
+# A contraction shorter than the GEMM tiles' step over it (TK = 16): most of every step a GEMM
+# loads is padding, so the blocks come first with any number of output channels from 32
+# (wav2vec 2.0's 1 -> 512 k10 stride-5 audio layer: 0.020 ms against the implicit GEMM's 0.042 on
+# an H200, docs/perf/h200-tune-closing.json), and along 1D rows too
+FORWARD_BLOCK_SHORT = 16
 
 
 def forward_block(problem: Problem, device) -> dict | None:
@@ -185,15 +190,29 @@ def forward_block(problem: Problem, device) -> dict | None:
 
 def forward_blocks_first(problem: Problem) -> bool:
     """Whether clc_direct_forward_block comes first for a forward on a GPU (measured: the table
-    above): a short contraction (FORWARD_BLOCK_CONTRACTION) over 32-64 output channels a group,
-    channels-first, with rows to strip (2D and 3D) or a contraction shorter than a GEMM tile's step
-    (a 1D first layer: 1 -> 64 k9 ran 0.66x the one-output kernel's time)."""
+    above): a short contraction (FORWARD_BLOCK_CONTRACTION) over 32-64 output channels a group
+    (more where the contraction is shorter than a GEMM tile's step, FORWARD_BLOCK_SHORT),
+    channels-first, with rows to strip (2D and 3D) or that short a contraction (a 1D first layer:
+    1 -> 64 k9 ran 0.66x the one-output kernel's time)."""
     g = problem.geometry
     contraction = g.cin_per_group * g.kernel_volume
     return (problem.pass_ == "forward" and not (g.is_depthwise and g.groups > 1) and problem.layout == CHANNELS_FIRST
-            and contraction <= FORWARD_BLOCK_CONTRACTION
-            and FORWARD_BLOCK_OUTPUTS[0] <= g.cout_per_group <= FORWARD_BLOCK_OUTPUTS[1]
-            and (g.out_size[1] >= FORWARD_BLOCK_ROWS or contraction < 16))
+            and not g.is_pointwise and contraction <= FORWARD_BLOCK_CONTRACTION
+            and FORWARD_BLOCK_OUTPUTS[0] <= g.cout_per_group
+            and (g.cout_per_group <= FORWARD_BLOCK_OUTPUTS[1] or contraction < FORWARD_BLOCK_SHORT)
+            and (g.out_size[1] >= FORWARD_BLOCK_ROWS or contraction < FORWARD_BLOCK_SHORT))
+
+
+def grouped_blocks_first(problem: Problem) -> bool:
+    """Whether clc_direct_forward_block comes before the strips for a grouped (not depthwise)
+    forward, channels-first: each input value feeds a block of the group's output channels.  On an
+    H200 (docs/perf/h200-direct-blocks-grouped.json: 11 grouped layers of 2-12 channels a group,
+    ResNeXt's at batch 1-32, 64 groups of 4, strided, 5x5, 1D and 3D) forward_block's configuration
+    ran in 0.42-0.97x the strips' time on 10 and 1.04x on one (batch 1 at 56x56), geometric mean
+    0.69x; ResNeXt-101's 32 groups of 8 at 56x56 0.64x (docs/perf/h200-tune-closing.json)."""
+    g = problem.geometry
+    return (problem.pass_ == "forward" and g.groups > 1 and not g.is_depthwise
+            and problem.layout == CHANNELS_FIRST)
 
 
 # A forward with at most this many output channels a group (an output layer: an image's 1-3
@@ -248,7 +267,8 @@ class Direct(Algorithm):
             out.insert(0, {"wg": out[0]["wg"], "rows": rows})
         block = forward_block(problem, device)
         if block is not None:
-            out.insert(0, block) if forward_blocks_first(problem) else out.append(block)
+            first = forward_blocks_first(problem) or grouped_blocks_first(problem)
+            out.insert(0, block) if first else out.append(block)
         return out
 
     def plan(self, problem, config, device):

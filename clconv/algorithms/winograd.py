@@ -169,6 +169,12 @@ class Winograd(Algorithm):
         every phase of a dilated one)."""
         return self._tiles(self._conv(problem, m))
 
+    def gemm_work(self, problem: Problem, m: int) -> int:
+        """The GEMMs' work with MxM tiles, per channel pair: tiles x transformed positions.  The
+        larger tile needs less wherever its tiles are mostly full (undilated: at every output size
+        from 3 on), more where a dilated layer's phases have only a row or two each."""
+        return self.tiles(problem, m) * positions(m, kernel_side(problem))
+
     def _shape(self, problem: Problem, conv: dict, ksplit: int = 0) -> GemmShape:
         """The GEMMs, G * ALPHA^2 of them: forward and data gradient M[t] = U[t] V[t] (C_out x tiles,
         over C_in); weight gradient M[t] = Y[t] V[t]^T (C_out x C_in, over the tiles)."""
@@ -225,6 +231,12 @@ class Winograd(Algorithm):
         r = kernel_side(problem)
         small, large = SIDES[r]
         gpu = limits.of(device).gpu
+        if self.gemm_work(problem, large) > self.gemm_work(problem, small):
+            # a dilated layer's phases of a few rows each, which the larger tile covers with mostly
+            # empty rows and columns (DeepLab's 3x3 at dilation 18 on 33x33: phases of 1-2 rows, so
+            # F(4x4, 3x3) ran 2.25x F(2x2, 3x3)'s GEMM work in 1.98-2.12x its time on an H200,
+            # all three passes; docs/perf/h200-tune-closing.json)
+            return (small, large)
         if problem.pass_ == "backward_weight":
             minimum = GPU_F4_WEIGHT_MIN_TILES if gpu else MIN_TILES
             return (large, small) if self.tiles(problem, small) >= minimum else (small, large)

@@ -48,6 +48,12 @@ SETS = {  # name: (shape specs, batch override, tuning run)
     "short wgrad": ([str(HERE / "h200-short-wgrad-layers.txt")], None, "h200-tune-short-wgrad.json"),
     # no tuning run: the split-K run's own times of every candidate
     "splitk forward": ([str(HERE / "h200-splitk-forward-layers.txt")], None, "h200-splitk-forward.json"),
+    # written on 2026-12-04 (seventeenth session) before it was measured: 33 layers of networks no
+    # list before drew from; the rules of that session were then written from it
+    "closing": ([str(HERE / "h200-closing-layers.txt")], None, "h200-tune-closing.json"),
+    # written after those rules, before it was measured, to judge them: 1.195x the best with and
+    # without them; some of the rules after were written from it too
+    "closing holdout": ([str(HERE / "h200-closing-holdout-layers.txt")], None, "h200-tune-closing-holdout.json"),
 }
 
 # Runs that timed every GEMM tile of the heuristic's algorithm (docs/perf/gemm_all_tiles.py; the

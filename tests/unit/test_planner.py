@@ -365,3 +365,53 @@ def test_output_layers_take_direct_strips_on_gpus():
     assert first("n1g1c512o1i32x32k3x3s1x1p1x1d1x1")[0] == "splitk"
     assert first("n4g1c64o16i128x128k3x3s1x1p1x1d1x1")[0] == "winograd"
     assert first("n4g1c64o3i256x256k3x3s1x1p1x1d1x1", "channels_last")[0] != "direct"
+
+
+def test_rules_from_layers_of_networks_no_list_had():
+    """The GPU order on the H200 stand-in for the misses of docs/perf/h200-closing-layers.txt and
+    h200-closing-holdout-layers.txt (2026-12-04), each against a neighbour that keeps the order."""
+    h200 = H200.stand_in()
+
+    def first(tag, pass_="forward"):
+        algorithm, config = candidates(_problem(tag, pass_), h200)[0]
+        return algorithm.name, config
+
+    winograd = REGISTRY["winograd"]
+    # Winograd's tile side by GEMM work: DeepLab's dilation 18 on 33x33 has phases of 1-2 rows
+    aspp = "n4g1c2048o256i33x33k3x3s1x1p18x18d18x18"
+    assert winograd.gemm_work(_problem(aspp), 4) > winograd.gemm_work(_problem(aspp), 2)
+    for pass_ in ("forward", "backward_data", "backward_weight"):
+        assert winograd.sides(_problem(aspp, pass_), h200)[0] == 2
+    assert winograd.sides(_problem("n4g1c2048o256i33x33k3x3s1x1p12x12d12x12"), h200)[0] == 4
+    assert winograd.sides(_problem("n16g1c512o512i28x28k3x3s1x1p1x1d1x1"), h200)[0] == 4
+    # one input channel in one group is a first layer, not depthwise: the ordinary order
+    wav2vec = "n4g1c1o512i16000k10s5p0d1"
+    assert "depthwise_rows" not in heuristic_order(_problem(wav2vec, "backward_data"), h200)
+    assert first(wav2vec, "backward_data")[0] == "im2col"
+    assert first(wav2vec) == ("direct", {"wg": 128, "rows": 1, "cob": 16})  # 10 channels x taps: blocks
+    assert first(wav2vec, "backward_weight")[0] == "direct"                  # 10 GEMM columns
+    assert "depthwise_rows" in heuristic_order(_problem("n4g32c32o32i28x28k3x3s1x1p1x1d1x1"), h200)
+    # a weight gradient's GEMM narrower than a tile: direct's blocks; 1x1 24 -> 144 at batch 1
+    assert first("n1g1c24o144i56x56k1x1s1x1p0x0d1x1", "backward_weight")[0] == "direct"
+    assert first("n1g1c64o144i56x56k1x1s1x1p0x0d1x1", "backward_weight")[0] == "splitk"
+    # a short depthwise weight gradient (196 products): direct's one-channel blocks
+    assert first("n1g240c240o240i28x28k5x5s2x2p2x2d1x1", "backward_weight") == \
+        ("direct", {"wg": 128, "cob": 1, "cib": 1, "slices": 1})
+    assert heuristic_order(_problem("n8g96c96o96i56x56k7x7s1x1p3x3d1x1", "backward_weight"), h200)[0] == "depthwise"
+    # grouped forwards in blocks of output channels; a grouped 1x1 keeps gemm1x1
+    assert first("n16g32c256o256i56x56k3x3s1x1p1x1d1x1") == ("direct", {"wg": 128, "rows": 4, "cob": 8})
+    assert first("n16g4c256o256i28x28k1x1s1x1p0x0d1x1")[0] == "gemm1x1"
+    # 16 input channels (half a 32-row tile): im2col's GEMM for the data gradient; 24 keep the gather
+    assert first("n16g1c16o64i55x55k3x3s1x1p1x1d1x1", "backward_data")[0] == "im2col"
+    assert first("n8g1c24o24i56x56k3x3s1x1p1x1d1x1", "backward_data")[0] == "implicit_gemm"
+    # a small image's data gradient over 32 output channels: one implicit GEMM; 64 and more: im2col
+    assert first("n16g1c128o32i14x14k3x3s1x1p1x1d1x1", "backward_data")[0] == "implicit_gemm"
+    assert first("n16g1c128o64i14x14k3x3s1x1p1x1d1x1", "backward_data")[0] == "im2col"
+    # Winograd's forward from 9 output channels (ESPCN's 64 -> 12); 8 are an output layer's strips
+    assert first("n8g1c64o12i128x128k3x3s1x1p1x1d1x1")[0] == "winograd"
+    assert first("n8g1c64o8i128x128k3x3s1x1p1x1d1x1")[0] == "direct"
+    # a larger forward of fewer 64x64 tiles than compute units over a long contraction: split-K,
+    # unless Winograd serves it
+    assert first("n4g1c256o512i800k16s8p4d1")[0] == "splitk"
+    assert first("n16g1c512o512i8x8k3x3s1x1p1x1d1x1")[0] == "winograd"
+    assert first("n16g1c256o512i800k16s8p4d1")[0] != "splitk"  # 4x the outputs fill the device

@@ -348,13 +348,17 @@ def _splitk(case: Case, pass_: str) -> bool:
 
 
 def _winograd(case: Case, pass_: str) -> bool:
-    """2D 3x3 and 5x5 kernels, stride 1, any dilation; the data gradient pads each axis by
-    dilation * (kernel - 1) - pad, so pads (either side) up to that reach."""
-    if case.ndim != 2 or tuple(case.kernel) not in ((3, 3), (5, 5)) or set(case.per_dim(case.stride)) != {1}:
-        return False
-    reach = [d * (case.kernel[0] - 1) for d in case.per_dim(case.dilation)]
+    """3x3 and 5x5 kernels, 2D or 3D one deep with no padding in depth, stride 1, any dilation; the
+    data gradient pads each axis by dilation * (kernel - 1) - pad, so pads (either side) up to that
+    reach."""
+    plane = tuple(case.kernel[-2:])
     begin, end = case.pads[0], case.canonical_pad_end
-    return pass_ != "backward_data" or all(max(begin[a], end[a]) <= reach[a] for a in range(2))
+    if case.ndim == 3 and (case.kernel[0] != 1 or begin[0] or end[0]):
+        return False
+    if case.ndim == 1 or plane not in ((3, 3), (5, 5)) or set(case.per_dim(case.stride)) != {1}:
+        return False
+    reach = [d * (plane[0] - 1) for d in case.per_dim(case.dilation)[-2:]]
+    return pass_ != "backward_data" or all(max(begin[-2 + a], end[-2 + a]) <= reach[a] for a in range(2))
 
 
 # algorithm -> (case, pass) -> whether it serves (only asked for passes the algorithm has)
@@ -464,6 +468,9 @@ FORWARD_CASES = [
          note="grouped-asymmetric"),
     Case(3, 2, 6, 4, (5, 4, 6), (1, 1, 1), (2, 1, 3), bias=True, note="1x1x1-strided", algorithms=_CHEAP),
     Case(3, None, 3, 3, (4, 5, 4), (3, 3, 3), 1, "same", 1, 3, bias=True, note="depthwise-same", algorithms=_CHEAP),
+    # a kernel one deep (R(2+1)D's spatial convolutions): Winograd runs each depth slice as an image
+    Case(3, 2, 4, 6, (3, 7, 6), (1, 3, 3), 1, (0, 1, 1), (1, 2, 1), bias=True, note="one-deep-dilated",
+         algorithms=_CHEAP),
 ]
 
 # The reliability set (guards, exact, determinism, Oclgrind's full set): each case covers some branch:
@@ -494,6 +501,7 @@ GRADIENT_CASES = [
     Case(2, 2, 4, 6, (7, 8), (3, 2), (1, 2), ((1, 2), (0, 1)), (2, 1), 2, bias=True),
     Case(2, 2, 5, 3, (7, 6), (1, 1), 2, 0, bias=True),
     Case(3, 2, 4, 4, (5, 5, 4), (2, 3, 2), (2, 2, 1), (1, 1, 0), (1, 1, 2), 4, bias=True, note="depthwise"),
+    Case(3, 2, 4, 6, (3, 6, 5), (1, 3, 3), 1, (0, 1, 1), 1, 2, bias=True, note="one-deep-grouped"),
 ]
 
 # Transposed convolutions with no ordinary twin: output_padding >= stride (allowed below the

@@ -18,6 +18,10 @@ reads only the input rows (columns) of the same remainder, D apart: an undilated
 input's sub-grid.  So a tile is M x M outputs of one phase, D apart, and its patch ALPHA x ALPHA
 inputs D apart; the tiles of all D_h x D_w phases are the GEMMs' columns (or contraction) as one.
 
+A 3D layer whose kernel is one deep (1x3x3, 1x5x5: R(2+1)D's, SlowFast's and P3D's spatial
+convolutions), with stride 1 and no padding in depth, is a 2D convolution of each depth slice: the
+slices are images of their own (``DEPTH``; the transforms find a slice's first element from it).
+
 Weight gradient: the same identity read backwards.  The forward tile is linear in ``g`` through
 ``(G g G^T)``, so the gradient of ``sum(dy . y)`` over one tile is
 ``G^T [(A dy A^T) . (B^T d B)] G``: the input transform is the forward one, the MxM output-gradient
@@ -157,7 +161,9 @@ class Winograd(Algorithm):
             conv = dict(CIN=g.cin_per_group, COUT=g.cout_per_group, IH=ih, IW=iw, OH=oh, OW=ow,
                         PT=g.pad_begin[1], PL=g.pad_begin[2], FLIP=False)
         # a phase has at most ceil(OH / DH) rows (the first phase the most)
-        return dict(conv, N=g.batch, GROUPS=g.groups, M=m, R=r, DH=dh, DW=dw,
+        # a 3D layer of a kernel one deep: its depth slices are images of their own (decline_reason)
+        depth = g.in_size[0]
+        return dict(conv, N=g.batch * depth, DEPTH=depth, GROUPS=g.groups, M=m, R=r, DH=dh, DW=dw,
                     TH=_ceil(_ceil(conv["OH"], dh), m), TW=_ceil(_ceil(conv["OW"], dw), m))
 
     @staticmethod
@@ -201,8 +207,10 @@ class Winograd(Algorithm):
     def decline_reason(self, problem, device):
         reason = super().decline_reason(problem, device)
         g = problem.geometry
-        if reason is None and (g.ndim != 2 or g.kernel not in ((1, 3, 3), (1, 5, 5)) or g.stride != (1, 1, 1)):
-            reason = "it serves only 2D 3x3 and 5x5 kernels with stride 1"
+        if reason is None and (g.ndim == 1 or g.kernel not in ((1, 3, 3), (1, 5, 5)) or g.stride != (1, 1, 1)
+                               or g.pad_begin[0] or g.pad_end[0]):
+            reason = ("it serves only 3x3 and 5x5 kernels with stride 1 (2D, or 3D one deep with no padding in "
+                      "depth)")
         if reason is None and problem.pass_ == "backward_data":
             reach = [d * (kernel_side(problem) - 1) for d in g.dilation[1:]]  # the data gradient pads by reach - pad
             if any(max(g.pad_begin[a], g.pad_end[a]) > reach[a - 1] for a in (1, 2)):

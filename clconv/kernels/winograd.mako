@@ -20,7 +20,8 @@
 ## the transforms run in the arithmetic type whatever the storage.  The matrix products are unrolled
 ## here with their constants baked in (zero terms left out).
 ## Parameters: geom, real, data, layout, index, entries, epilogue, bias (the prelude's: clc_wino_output
-## writes the result); N, GROUPS, CIN, COUT (per group), IH, IW, OH, OW, PT, PL (the padding before rows and
+## writes the result); N (images: the batch x DEPTH), DEPTH (a 3D layer's depth slices, its kernel one deep:
+## each slice is an image of its own), GROUPS, CIN, COUT (per group), IH, IW, OH, OW, PT, PL (the padding before rows and
 ## columns), R (the kernel's side), DH, DW (its dilation), TH, TW (tiles down and across a phase), FLIP;
 ## M, BT, G, AT (the transform matrices, as lists of
 ## rows of floats); WEIGHT_GRAD (which pair clc_wino_transforms runs), ROW_WIDTH (its launch's
@@ -99,10 +100,19 @@ ${prelude.header(geom, real, index, data, epilogue, bias)}
 #define CLC_W_DST_C ((clc_idx)1)
 #define CLC_W_DST_P ((clc_idx)${GROUPS * COUT})
 % else:
-#define CLC_W_SRC_C ((clc_idx)${IH * IW})
+#define CLC_W_SRC_C ((clc_idx)${DEPTH * IH * IW})
 #define CLC_W_SRC_P ((clc_idx)1)
-#define CLC_W_DST_C ((clc_idx)${OH * OW})
+#define CLC_W_DST_C ((clc_idx)${DEPTH * OH * OW})
 #define CLC_W_DST_P ((clc_idx)1)
+% endif
+/* The first element of image n (a depth slice of a 3D layer's sample: channels-first a channel's
+   slices lie together, so slice d of sample n / DEPTH; channels-last the slices follow each other) */
+% if DEPTH == 1 or layout == "channels_last":
+#define CLC_W_SRC_IMAGE(n) ((clc_idx)(n) * ${GROUPS * CIN * IH * IW})
+#define CLC_W_DST_IMAGE(n) ((clc_idx)(n) * ${GROUPS * COUT * OH * OW})
+% else:
+#define CLC_W_SRC_IMAGE(n) ((clc_idx)(n) / ${DEPTH} * ${GROUPS * CIN * DEPTH * IH * IW} + (clc_idx)(n) % ${DEPTH} * ${IH * IW})
+#define CLC_W_DST_IMAGE(n) ((clc_idx)(n) / ${DEPTH} * ${GROUPS * COUT * DEPTH * OH * OW} + (clc_idx)(n) % ${DEPTH} * ${OH * OW})
 % endif
 
 /* Tile p: its image, and the row and column of its first output; its outputs lie DH rows and DW
@@ -129,7 +139,7 @@ inline void clc_wino_input(__global const clc_data* restrict src, __global clc_r
     int row0, col0;
     const clc_idx n = clc_wino_tile(p, &row0, &col0);
     /* channel gi of image n; its pixels lie CLC_W_SRC_P apart */
-    __global const clc_data* restrict plane = src + n * ${GROUPS * CIN} * ${IH * IW} + gi * CLC_W_SRC_C;
+    __global const clc_data* restrict plane = src + CLC_W_SRC_IMAGE(n) + gi * CLC_W_SRC_C;
     row0 -= ${PT};
     col0 -= ${PL};
     clc_real d[${ALPHA}][${ALPHA}], bd[${ALPHA}][${ALPHA}], t[${ALPHA}][${ALPHA}];
@@ -174,7 +184,7 @@ inline void clc_wino_grad_output(__global const clc_data* restrict dy, __global 
 {
     int row0, col0;
     const clc_idx n = clc_wino_tile(p, &row0, &col0);
-    __global const clc_data* restrict plane = dy + n * ${GROUPS * COUT} * ${OH * OW} + go * CLC_W_DST_C;
+    __global const clc_data* restrict plane = dy + CLC_W_DST_IMAGE(n) + go * CLC_W_DST_C;
     clc_real e[${M}][${M}], ae[${ALPHA}][${M}], t[${ALPHA}][${ALPHA}];
     for (int r = 0; r < ${M}; ++r) {
         const int row = row0 + r * ${DH};
@@ -210,7 +220,7 @@ inline void clc_wino_input_vec(__global const clc_data* restrict src, __global c
     int row0[${VT}], col0[${VT}];
     for (int l = 0; l < ${VT}; ++l) {
         const clc_idx n = clc_wino_tile(p0 + min(l, lanes - 1), &row0[l], &col0[l]);
-        base[l] = n * ${GROUPS * CIN} * ${IH * IW} + gi * CLC_W_SRC_C;
+        base[l] = CLC_W_SRC_IMAGE(n) + gi * CLC_W_SRC_C;
         row0[l] -= ${PT};
         col0[l] -= ${PL};
     }
@@ -266,7 +276,7 @@ inline void clc_wino_grad_output_vec(__global const clc_data* restrict dy, __glo
     int row0[${VT}], col0[${VT}];
     for (int l = 0; l < ${VT}; ++l) {
         const clc_idx n = clc_wino_tile(p0 + min(l, lanes - 1), &row0[l], &col0[l]);
-        base[l] = n * ${GROUPS * COUT} * ${OH * OW} + go * CLC_W_DST_C;
+        base[l] = CLC_W_DST_IMAGE(n) + go * CLC_W_DST_C;
     }
     clc_wvec e[${M}][${M}], ae[${ALPHA}][${M}], t[${ALPHA}][${ALPHA}];
     clc_real lane[${VT}];
@@ -378,7 +388,7 @@ ${right("y", "at", A, M)}\
     for (int l = 0; l < lanes; ++l) {
         int row0, col0;
         const clc_idx n = clc_wino_tile(p0 + l, &row0, &col0);
-        const clc_idx plane = n * ${GROUPS * COUT} * ${OH * OW} + go * CLC_W_DST_C;  /* channel go of image n */
+        const clc_idx plane = CLC_W_DST_IMAGE(n) + go * CLC_W_DST_C;  /* channel go of image n */
         for (int r = 0; r < ${M}; ++r) {
             const int row = row0 + r * ${DH};
             if (row >= ${OH}) break;
@@ -405,7 +415,7 @@ ${right("y", "at", A, M)}\
     __global clc_data* restrict dst = dst_base + dst_off;
     __global const clc_data* restrict bias = bias_base + bias_off;
     __global const clc_data* restrict residual = residual_base + residual_off;
-    const clc_idx plane = n * ${GROUPS * COUT} * ${OH * OW} + go * CLC_W_DST_C;  /* channel go of image n */
+    const clc_idx plane = CLC_W_DST_IMAGE(n) + go * CLC_W_DST_C;  /* channel go of image n */
     for (int r = 0; r < ${M}; ++r) {
         const int row = row0 + r * ${DH};
         if (row >= ${OH}) break;

@@ -54,6 +54,9 @@ SETS = {  # name: (shape specs, batch override, tuning run)
     # written after those rules, before it was measured, to judge them: 1.195x the best with and
     # without them; some of the rules after were written from it too
     "closing holdout": ([str(HERE / "h200-closing-holdout-layers.txt")], None, "h200-tune-closing-holdout.json"),
+    # 3D layers of a kernel one deep, tuned once Winograd served them (the closing list's R(2+1)D
+    # layer, whose run timed no Winograd, is judged here)
+    "one deep": ([str(HERE / "h200-one-deep-layers.txt")], None, "h200-tune-one-deep.json"),
 }
 
 # Runs that timed every GEMM tile of the heuristic's algorithm (docs/perf/gemm_all_tiles.py; the

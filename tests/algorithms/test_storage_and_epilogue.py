@@ -24,7 +24,7 @@ from clconv.epilogue import ACTIVATIONS, Epilogue, apply_reference
 from clconv.algorithms import REGISTRY
 from clconv.passes import OPS
 
-from cases import COVER, FAMILIES, algorithms_for, every_pass_algorithm, param_id
+from cases import COVER, FAMILIES, GRADIENT_CASES, algorithms_for, every_pass_algorithm, param_id
 from helpers import assert_matches, guarded, poisoned
 
 DEVICE = clconv.default_queue().device
@@ -243,3 +243,25 @@ def test_convolution_backward_in_channels_last(queue, rng):
     np.testing.assert_allclose(dw, rw, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(db, rb, rtol=1e-5, atol=1e-5)
     assert dx.shape == x.shape
+
+
+@pytest.mark.parametrize("pass_", ["forward", "backward_data", "backward_weight"])
+def test_winograd_of_a_kernel_one_deep_in_channels_last(queue, rng, pass_):
+    """A 3D layer whose kernel is one deep runs Winograd over its depth slices as images; channels-last
+    its slices follow each other (NDHWC), channels-first a channel's slices lie together (the test
+    matrix's one-deep cases); the fused epilogue on the forward and data gradient."""
+    case = next(c for c in GRADIENT_CASES if c.note == "one-deep-grouped")
+    family = case.family(pass_)
+    operands = case.operands(family, rng)
+    result_role = OPS[family].spec.result
+    conv = case.expected(family, operands)
+    last = {role: case.channels_last(value, role) for role, value in operands.items()}
+    if pass_ == "backward_weight":  # the weight keeps its layout
+        got = case.call(family, last, algorithm="winograd", layout="channels_last")
+        assert_matches(got, conv, case.reduction_length(family), "float32")
+        return
+    bias = _bias_term(case, family, operands)
+    expected = apply_reference(Epilogue("leaky_relu", alpha=0.5), conv - bias, bias, None)
+    got = case.call(family, last, algorithm="winograd", layout="channels_last", activation="leaky_relu", alpha=0.5)
+    assert got.shape == case.channels_last(expected, result_role).shape
+    assert_matches(case.channels_first(got), expected, case.reduction_length(family), "float32")

@@ -213,6 +213,14 @@ def child(which: str, every_config: bool) -> int:
                                                              if c["m"] == m))
             note(f"winograd 5x5 m={m} dilated {pass_}")
             runs += 1
+    # a 3D layer of a kernel one deep: its depth slices as images (channels-first a channel's slices
+    # together, so each slice's first element comes from the sample and the slice), both layouts
+    for pass_ in PASSES:
+        for layout in ("channels_first", "channels_last"):
+            problem = Problem(geometry("n2g1c3o4i3x6x5k1x3x3s1x1x1p0x1x1d1x1x1"), pass_, "float32", layout=layout)
+            run_prepared(queue, rng, problem, winograd, winograd.configs(problem, queue.device)[0])
+            note(f"winograd one deep {pass_} {layout}")
+            runs += 1
     # the CPU weight gradient as dot products (a CPU's first guess for long contractions, which
     # Oclgrind's device is not offered): partial row blocks, masked last vectors, images smaller
     # than a vector, and pieces of the contraction (SplitK.MIN_PIECE lowered above) starting mid-image

@@ -24,7 +24,7 @@ from . import limits, settings, templates, tuning
 from .algorithms import REGISTRY, Algorithm, algorithms
 from .algorithms.gemm import is_dot_config
 from .algorithms.reduce import bias_gradient_plan
-from .algorithms.direct import FORWARD_FEW_OUTPUTS, few_outputs_first, forward_blocks_first, weight_blocks
+from .algorithms.direct import BLOCK_COB, FORWARD_FEW_OUTPUTS, few_outputs_first, forward_blocks_first, weight_blocks
 from .algorithms.winograd import Winograd
 from .builder import BuildError, build_kernels
 from .caches import Cache
@@ -125,9 +125,13 @@ def heuristic_order(problem: Problem, device: cl.Device) -> list[str]:
         # 1.2-2.5x faster than split-K's on batches of 8-64, and F(4x4, 3x3) 1.1-1.6x faster again
         # where its GEMMs stay large (docs/performance.md)
         order.append("winograd")
-    if blocks:
+    if blocks and weight_blocks(problem)[0][0] >= BLOCK_COB:
         # a full tile's rows (32 a group): after Winograd, which won at batch 32 (7x7: 0.84x the
-        # blocks' time), before the GEMMs (batch 8: 0.56x implicit_gemm's; batch 1: 1.07x)
+        # blocks' time), before the GEMMs (batch 8: 0.56x implicit_gemm's; batch 1: 1.07x); where
+        # a block holds all BLOCK_COB output channels (kernels of up to 16 taps): a 3x3x3 kernel's
+        # blocks of 4 ran 3D U-Net's 32 -> 32 at 64^3 in 2.07x split-K's time, 5x5 kernels' 1.6-2.2x
+        # on two layers and 0.95x on a third (Winograd first on all three;
+        # docs/perf/h200-tune-closing-holdout.json, heuristic_check.py)
         order.append("direct")
     depthwise = _depthwise(g)
     if problem.pass_ == "backward_weight" and not depthwise:

@@ -40,9 +40,10 @@ def test_every_stored_layer_pass_is_judged(judged):
 
 
 SET_BOUNDS = {"strided 1x1": 1.22}  # the geometric mean each set's first candidates must stay within
-# the worst first candidate of a set, where it is over 2x the best: the closing holdout's 3D U-Net
-# weight gradient at batch 1 (32 -> 32 3x3x3 at 64^3: direct's blocks, 2.07x split-K's time)
-WORST_BOUNDS = {"closing holdout": 2.1}
+# the worst first candidate of a set, where it is over 2x the best: the closing holdout's ESPCN
+# weight gradient (3x3 64 -> 12 at 128x128, batch 8: direct's blocks, 2.02x Winograd's time, which
+# has too few channel pairs for its rule there)
+WORST_BOUNDS = {"closing holdout": 2.05}
 
 
 def test_the_first_candidate_stays_near_the_best(judged):
@@ -63,7 +64,8 @@ def test_the_first_candidate_stays_near_the_best(judged):
     channels, split-K for unfilled larger forwards) left 1.084x and 1.146x, and 1.077x over all 485
     (1.056x the tuning runs' winners); with the 3D layers of a kernel one deep that Winograd serves
     since (their own list; the closing list's R(2+1)D layer, whose run timed no Winograd, judged
-    there), 1.077x over 500 (1.056x).
+    there), 1.077x over 500 (1.056x); 1.076x (1.055x) with direct's blocks at 32 output channels
+    only where a block holds 8 of them.
     The strided 1x1 list (9 data gradients) stays at 1.21x: im2col's first GEMM tile there runs
     1.2-1.5x its best on three layers, a known miss its bound records."""
     everything = [r["ratio"] for rows in judged.values() for r in rows]

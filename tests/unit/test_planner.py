@@ -394,6 +394,9 @@ def test_rules_from_layers_of_networks_no_list_had():
     # a weight gradient's GEMM narrower than a tile: direct's blocks; 1x1 24 -> 144 at batch 1
     assert first("n1g1c24o144i56x56k1x1s1x1p0x0d1x1", "backward_weight")[0] == "direct"
     assert first("n1g1c64o144i56x56k1x1s1x1p0x0d1x1", "backward_weight")[0] == "splitk"
+    # 32 output channels: direct's blocks before the GEMMs only where a block holds 8 of them
+    assert first("n1g1c32o32i64x64x64k3x3x3s1x1x1p1x1x1d1x1x1", "backward_weight")[0] == "splitk"
+    assert first("n16g1c32o32i64x48k3x1s1x1p1x0d1x1", "backward_weight")[0] == "direct"
     # a short depthwise weight gradient (196 products): direct's one-channel blocks
     assert first("n1g240c240o240i28x28k5x5s2x2p2x2d1x1", "backward_weight") == \
         ("direct", {"wg": 128, "cob": 1, "cib": 1, "slices": 1})

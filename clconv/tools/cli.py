@@ -448,6 +448,8 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         os.dup2(devnull, sys.stdout.fileno())  # so the interpreter's final flush does not fail again
         return 1
     except SystemExit as exc:  # --help, or a delegated main calling sys.exit
+        if isinstance(exc.code, str):  # sys.exit("message"): the interpreter would print it; so do we
+            print(exc.code, file=sys.stderr)
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else FAILURE)
     except Exception as exc:
         if debug:

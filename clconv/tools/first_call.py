@@ -36,7 +36,7 @@ x = cla.to_device(q, np.random.default_rng(0).standard_normal(%(x)r).astype(np.f
 w = cla.to_device(q, np.random.default_rng(1).standard_normal(%(w)r).astype(np.float32))
 q.finish()
 t_ready = time.perf_counter()
-y = clconv.conv2d(x, w, stride=%(stride)r, padding=%(padding)r)
+y = clconv.conv%(ndim)dd(x, w, stride=%(stride)r, padding=%(padding)r, dilation=%(dilation)r)
 q.finish()
 t_first = time.perf_counter()
 print(json.dumps({"setup_s": t_ready - t_import, "first_call_s": t_first - t_ready,
@@ -48,7 +48,7 @@ def first_call_costs(spec: str | None, device: str | None, quiet: bool = False, 
     """Cold first call, warm-disk-cache first call in a new process, a new geometry's first call,
     and cached per-call host overhead.
 
-    Each first call runs in a fresh Python process (``clconv.conv2d`` on device arrays, timed from
+    Each first call runs in a fresh Python process (``clconv.conv1d/2d/3d`` on device arrays, timed from
     after the context and inputs exist to ``queue.finish()``); the cold one gets an empty cache
     directory, so it pays compiling the templates, rendering and building (and tuning, under
     ``CLCONV_TUNE=1``); the warm one reuses that directory (and the bytecode the cold one left, as
@@ -57,9 +57,9 @@ def first_call_costs(spec: str | None, device: str | None, quiet: bool = False, 
     """
     layer = resolve_layers(spec or DEFAULT_LAYER)[0]
     g = layer.geometry
-    if g.ndim != 2 or layer.transposed or g.pad_begin != g.pad_end:
-        raise SystemExit("clconv bench --first-call: give one symmetric-padding 2D convolution descriptor")
-    params = {"x": g.input_shape, "w": g.weight_shape, "stride": g.stride[1:], "padding": g.pad_begin[1:]}
+    if layer.transposed:
+        raise SystemExit("clconv bench --first-call: give one convolution descriptor (not a transposed one)")
+    params = {"x": g.input_shape, "w": g.weight_shape, **_call_options(g)}
     # a new geometry for a user who has run clconv before: one more image, so new programs (the
     # geometry is baked into them) from templates the cold run compiled
     other = {**params, "x": (g.input_shape[0] + 1, *g.input_shape[1:])}
@@ -107,8 +107,16 @@ def first_call_costs(spec: str | None, device: str | None, quiet: bool = False, 
     return result
 
 
+def _call_options(g: ConvGeometry) -> dict:
+    """The public op's arguments for ``g``: ``ndim`` (which of conv1d/2d/3d), stride, padding (as
+    (begin, end) pairs), dilation."""
+    nd = g.ndim
+    return {"ndim": nd, "stride": g.stride[-nd:], "padding": tuple(zip(g.pad_begin[-nd:], g.pad_end[-nd:])),
+            "dilation": g.dilation[-nd:]}
+
+
 def host_overhead(g: ConvGeometry, calls: int = 2000, repeats: int = 3) -> dict:
-    """Host cost of a cached ``clconv.conv2d`` call on device arrays.
+    """Host cost of a cached ``clconv.conv2d`` call on device arrays (``g``'s own op for its own row).
 
     On a tiny layer whose kernel takes a few microseconds (the device keeps up, so the wall time per
     call of a stream of calls is the host's), the best of ``repeats`` streams of ``calls`` calls:
@@ -125,9 +133,10 @@ def host_overhead(g: ConvGeometry, calls: int = 2000, repeats: int = 3) -> dict:
         x = cla.to_device(queue, rng.standard_normal(geometry.input_shape).astype(np.float32))
         w = cla.to_device(queue, rng.standard_normal(geometry.weight_shape).astype(np.float32))
         y = cla.empty(queue, geometry.output_shape, np.float32)
-        kwargs = dict(stride=geometry.stride[1:], padding=geometry.pad_begin[1:])
+        kwargs = _call_options(geometry)
+        op = getattr(clconv, f"conv{kwargs.pop('ndim')}d")
         for _ in range(5):
-            clconv.conv2d(x, w, **kwargs, out=y)
+            op(x, w, **kwargs, out=y)
         queue.finish()
         return x, w, y, kwargs
 
@@ -149,10 +158,11 @@ def host_overhead(g: ConvGeometry, calls: int = 2000, repeats: int = 3) -> dict:
     tiny_kernel = runtime.time_runner(tiny_runner, queue, operands, 20)
 
     x, w, y, kwargs = setup(g)
+    op = getattr(clconv, f"conv{g.ndim}d")
     n = 200
     t0 = time.perf_counter()
     for _ in range(n):
-        clconv.conv2d(x, w, **kwargs, out=y)
+        op(x, w, **kwargs, out=y)
         queue.finish()
     wall = (time.perf_counter() - t0) / n
     problem = Problem(g, "forward", "float32")

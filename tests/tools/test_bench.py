@@ -97,10 +97,13 @@ def test_host_overhead_figures_on_the_default_queue():
     stopped profiling)."""
     from clconv.tools.first_call import host_overhead
 
-    figures = host_overhead(parse_descriptor("mb1ic4ih6oc4oh6kh3ph1").geometry, calls=20, repeats=1)
-    assert not clconv.default_queue().properties & cl.command_queue_properties.PROFILING_ENABLE
-    for key in ("tiny_us", "tiny_alloc_us", "tiny_pool_us", "tiny_launch_us", "tiny_kernel_us", "wall_us", "kernel_us"):
-        assert np.isfinite(figures[key]) and figures[key] > 0, (key, figures[key])
+    # a 3D layer with dilation takes conv3d (the first-call tool took 2D layers only before)
+    for spec in ("mb1ic4ih6oc4oh6kh3ph1", "mb1ic4id3ih6oc4od3oh6kd1kh3pd0ph2dh1"):
+        figures = host_overhead(parse_descriptor(spec).geometry, calls=20, repeats=1)
+        assert not clconv.default_queue().properties & cl.command_queue_properties.PROFILING_ENABLE
+        for key in ("tiny_us", "tiny_alloc_us", "tiny_pool_us", "tiny_launch_us", "tiny_kernel_us", "wall_us",
+                    "kernel_us"):
+            assert np.isfinite(figures[key]) and figures[key] > 0, (spec, key, figures[key])
 
 
 def test_first_calls_build_from_source_then_load_from_disk():

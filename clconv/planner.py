@@ -230,7 +230,8 @@ FEW_ROWS = 16
 # gradient goes to im2col first on GPUs: on an H200 (docs/perf/heuristic_check.py) the implicit GEMM
 # won every such data gradient of 32 output channels a group, 14x14 at batch 16-32 (DenseNet's 3x3
 # 128 -> 32 growth layer: 0.020 against 0.025 ms; 16 groups of 32, ResNeXt's 32 groups of 32:
-# 0.84x), im2col all of 64 and more (0.11-0.89x, 20 layers).
+# 0.84x), im2col nearly all of 64 and more (0.11-0.89x the implicit GEMM's time on 2D layers; a 1D
+# k3 layer of 128 lost, 1.17x).
 COLUMNS_MIN_CONTRACTION = 32
 
 # The data gradient's implicit contraction (output channels per group x taps) from which im2col

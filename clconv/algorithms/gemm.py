@@ -317,6 +317,22 @@ LOCAL_LOAD_WEIGHT = 2.0
 # (docs/perf/h200-all-tiles-{a,b}.json), its tiles came 1.040x the best with it (192-256 and a
 # square root: 1.038-1.041), 1.048x without; 1.05-1.18x from 320 up, or with the full ratio
 FILL_WORK_ITEMS = 256
+# A GEMM that reads its operands as matrices (im2col's column buffer, gemm1x1's input in place) with
+# at least LARGE_GEMM_WAVES work-groups of LARGE_GEMM_TILE per compute unit keeps every unit busy with
+# several work-groups at once, and is bound by its local-memory loads rather than by latency: there
+# the 128x64 tile's 8x8 blocks (64 FMAs per 16 local loads, 128 work-items) beat the table's first,
+# the same tile in 8x4 blocks (32 FMAs per 12 loads, 256 work-items), and are taken first where they
+# waste at most LARGE_GEMM_WASTE of the work the least wasteful tile does.  Not for implicit GEMMs,
+# whose tile loads compute an im2col address per element: there the 256 work-items won (the 8x8
+# blocks' first place took their forwards from 1.060x the fastest tile to 1.087x).  On an H200,
+# every tile timed (docs/perf/h200-all-tiles-*.json; the two closing lists' runs measured after the
+# rule was first written, at 2 waves for every family): im2col's 72 data gradients from 1.240x the
+# fastest tiles' summed time to 1.124x (geometric mean 1.149x -> 1.106x; 1.268x -> 1.166x on the
+# closing lists alone), gemm1x1's 38 layer-passes from 1.186x to 1.086x (1.161x -> 1.145x); issue
+# 12's 1x1 1024 -> 1024 layer at 28x28, batch 64, ran 45.9 TFLOP/s in 8x8 blocks against 39.5 in 8x4.
+LARGE_GEMM_TILE = (128, 64, 16, 8, 8, 4, 1, 3)
+LARGE_GEMM_WAVES = 4
+LARGE_GEMM_WASTE = 1.05
 TILE_CANDIDATES = 4  # tiles an algorithm offers per GEMM (and tuning measures), best guess first
 # A contraction this short (few input channels x taps: a network's first layer, K = 27 for 3
 # channels and a 3x3 kernel), where one operand's tile loads gather it through an implicit im2col
@@ -367,7 +383,7 @@ def gather_rank(m: int, n: int, tile: Mapping[str, Any], gathered: str, units: i
 
 def gemm_tiles(m: int, n: int, fit: limits.Limits, itemsize: int, limit: int = TILE_CANDIDATES, groups: int = 1,
                vector_first: bool = True, layout: str = CHANNELS_FIRST, plain: bool = False, k: int = 0,
-               gathered: str = "") -> list[dict]:
+               gathered: str = "", implicit: bool = False) -> list[dict]:
     """Tiles that fit the device, best guess first: least work wasted on the matrix edges, enough
     work-groups to fill every compute unit (on a GPU), then the table's order of preference.  On a
     GPU, a GEMM that gathers operand ``gathered`` ("a" or "b": gathered_operand) ranks by its
@@ -375,7 +391,9 @@ def gemm_tiles(m: int, n: int, fit: limits.Limits, itemsize: int, limit: int = T
     matrices): on a GPU the blocks' local loads per FMA weigh against that waste, on a CPU the
     larger block breaks its ties.  On a CPU, the GEMM without local memory comes first when
     ``vector_first`` (else after one local-memory tile); it reads rows of channels-first
-    activations, so channels-last ``layout`` gets the local-memory tiles only."""
+    activations, so channels-last ``layout`` gets the local-memory tiles only.  ``implicit``: the
+    tile loads address an operand through an implicit im2col or col2im (LARGE_GEMM_TILE is not for
+    them)."""
     gpu = fit.gpu
     tiles = [t for t in (GPU_TILES if gpu else CPU_TILES) if _tile_fits(t, fit, itemsize)]
     if not tiles:
@@ -420,6 +438,11 @@ def gemm_tiles(m: int, n: int, fit: limits.Limits, itemsize: int, limit: int = T
         tiles.sort(key=lambda tile: gather_rank(m, n, dict(zip(TILE_KEYS, tile)), gathered, units, groups))
     else:
         tiles.sort(key=lambda tile: (cost(tile) * local_loads(tile), block(tile)))  # stable: ties keep the table's order
+        if gpu and not plain and not implicit and LARGE_GEMM_TILE in tiles and tiles[0] != LARGE_GEMM_TILE:
+            large = -(-m // LARGE_GEMM_TILE[0]) * -(-n // LARGE_GEMM_TILE[1]) * groups >= LARGE_GEMM_WAVES * units
+            if large and cost(LARGE_GEMM_TILE) <= cost(tiles[0]) * LARGE_GEMM_WASTE:
+                tiles.remove(LARGE_GEMM_TILE)
+                tiles.insert(0, LARGE_GEMM_TILE)
     configs = [dict(zip(TILE_KEYS, t)) for t in tiles]
     if not gpu:
         # no local memory, no barriers: what PoCL runs fastest (docs/performance.md); the

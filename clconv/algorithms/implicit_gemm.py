@@ -20,6 +20,7 @@ class ImplicitGemm(Algorithm):
     passes = PASSES
     layouts = LAYOUTS
     description = "tiled GEMM whose tile loads do the im2col/col2im addressing: no column buffer"
+    implicit = True  # the tile loads address the input or dy per element (gemm.gemm_tiles)
 
     def _shape(self, problem: Problem) -> GemmShape:
         return implicit_shape(problem)
@@ -28,7 +29,7 @@ class ImplicitGemm(Algorithm):
         shape = self._shape(problem)
         return gemm_tiles(shape.M, shape.N, limits.of(device), problem.itemsize, groups=problem.geometry.groups,
                           vector_first=vector_first(problem, shape), layout=problem.layout, k=weight_contraction(shape),
-                          gathered=gathered_operand(problem, shape))
+                          gathered=gathered_operand(problem, shape), implicit=self.implicit)
 
     def plan(self, problem, config, device):
         calls, workspaces = gemm_calls(problem, self._shape(problem), tile_config(config), problem.index_type(),
@@ -39,6 +40,7 @@ class ImplicitGemm(Algorithm):
 class Gemm1x1(ImplicitGemm):
     name = "gemm1x1"
     description = "1x1 convolution (strided too) as one GEMM reading the input in place"
+    implicit = False  # a 1x1 kernel's operands are strided matrices: no taps, no padding
 
     def decline_reason(self, problem, device):
         reason = super().decline_reason(problem, device)

@@ -2,7 +2,8 @@
 
 Three fresh processes share one cache directory: the first warms it (templates compiled, the
 layer's programs built), the second calls the same layer (warm), the third a new geometry (one
-more image: new programs from compiled templates) under cProfile.  Prints the third's wall time
+more image: new programs from compiled templates) under cProfile.  Any rank: the layer's own
+op (conv1d, conv2d or conv3d), its padding and dilation.  Prints the third's wall time
 split into rendering, building and the rest, and the functions with the most cumulative time.
 
     python docs/perf/first_call_profile.py [DESCRIPTOR] [--json OUT.json]
@@ -47,15 +48,19 @@ timed(templates, "render", "render")
 timed(builder.ProgramCache, "_build", "build")
 timed(builder.ProgramCache, "_load", "load_binary")
 
+# the layer's own op (conv1d/2d/3d by its rank) with its stride, padding and dilation
+op = getattr(clconv, f"conv{g.ndim}d")
+options = {"stride": g.stride[-g.ndim:], "padding": tuple(zip(g.pad_begin[-g.ndim:], g.pad_end[-g.ndim:])),
+           "dilation": g.dilation[-g.ndim:]}
 profile = cProfile.Profile()
 t = time.perf_counter()
 profile.enable()
-y = clconv.conv2d(x, w, stride=g.stride[1:], padding=g.pad_begin[1:])
+y = op(x, w, **options)
 q.finish()
 profile.disable()
 first = time.perf_counter() - t
 t = time.perf_counter()
-y = clconv.conv2d(x, w, stride=g.stride[1:], padding=g.pad_begin[1:])
+y = op(x, w, **options)
 q.finish()
 second = time.perf_counter() - t
 text = io.StringIO()

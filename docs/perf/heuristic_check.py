@@ -64,7 +64,9 @@ SETS = {  # name: (shape specs, batch override, tuning run)
 # of 2026-12-03's eleventh session, holdout and most of validation): their times fill in the configs the
 # tuning runs did not time (tuning times each algorithm's first few), scaled onto the tuning run's
 # clock by the geometric mean of the ratios of the configs both timed (a few percent run to run).
-ALL_TILES = ("h200-all-tiles-a.json", "h200-all-tiles-b.json")
+# The third and fourth (2026-12-04, eighteenth session) time every tile on the two closing lists.
+ALL_TILES = ("h200-all-tiles-a.json", "h200-all-tiles-b.json", "h200-all-tiles-closing.json",
+             "h200-all-tiles-closing-holdout.json")
 
 
 # Runs of docs/perf/splitk_result_passes.py (2026-12-03, twelfth session): every candidate of the

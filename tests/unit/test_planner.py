@@ -325,8 +325,8 @@ def test_first_layers_take_direct_blocks_of_output_channels_on_gpus():
     """direct.forward_blocks_first and forward_block on the H200 stand-in: a short contraction over
     32-64 output channels a group takes clc_direct_forward_block first, its block shrunk (channels,
     then rows) to keep the compute units filled and its registers bounded; a longer contraction,
-    128 output channels, a 1D layer's long contraction, a depthwise layer, channels-last and CPUs
-    keep the other order."""
+    128 output channels, a 1D layer's long contraction, a kernel one column wide, a depthwise layer,
+    channels-last and CPUs keep the other order."""
     h200 = H200.stand_in()
 
     def first(tag, layout="channels_first", device=h200, pass_="forward"):
@@ -338,6 +338,9 @@ def test_first_layers_take_direct_blocks_of_output_channels_on_gpus():
     assert first("n16g1c16o128i56x56k3x3s1x1p1x1d1x1")[0] != "direct"    # 128 output channels
     assert first("n8g1c16o64i8000k9s1p4d1")[0] != "direct"               # 1D, 144 channels x taps
     assert first("n8g1c1o64i16000k9s1p4d1") == ("direct", {"wg": 128, "rows": 1, "cob": 16})  # 1D, 9
+    # a kernel one column wide: a block's input value feeds no columns (ENet's 5x1, 160 x taps)
+    assert first("n8g1c32o32i64x64k5x1s1x1p2x0d1x1")[0] != "direct"
+    assert first("n8g1c3o32i64x64k3x1s1x1p1x0d1x1")[0] == "direct"  # ... but 9, under a GEMM step
     assert first("n8g1c3o64i224x224k3x3s1x1p1x1d1x1", "channels_last")[1].get("cob") is None
     assert first("n8g1c3o64i224x224k3x3s1x1p1x1d1x1", pass_="backward_data")[1].get("cob") is None
     # a batch-1 ResNet stem: 16 channels x 4 rows leave 47 work-items a compute unit; 4 x 4 give 188

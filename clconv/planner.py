@@ -94,11 +94,12 @@ def heuristic_order(problem: Problem, device: cl.Device) -> list[str]:
     if not is_gpu(device):
         return _cpu_heuristic_order(problem, device)
     order = []
-    if forward_blocks_first(problem) or few_outputs_first(problem, device):
+    if forward_blocks_first(problem) or few_outputs_first(problem, device) or _narrow_forward(problem, device):
         # a short contraction over a few tens of output channels (a network's first layer): direct's
         # blocks of output channels x rows (direct.forward_blocks_first); a handful of output
         # channels (an output layer), which leave a GEMM tile's rows empty: its strips
-        # (direct.few_outputs_first); both ahead of split-K
+        # (direct.few_outputs_first), and fewer than a tile's rows where Winograd does not serve
+        # (_narrow_forward); all ahead of split-K
         order.append("direct")
     if _small_forward_to_splitk(problem) or (_unfilled_forward_to_splitk(problem, device)
                                               and not _winograd_pays(problem, device)):
@@ -168,6 +169,29 @@ def heuristic_order(problem: Problem, device: cl.Device) -> list[str]:
         order.append("im2col")
     order += ["implicit_gemm", "im2col", "direct"]
     return list(dict.fromkeys(order))
+
+
+NARROW_FORWARD_CONTRACTION = 2048
+
+
+def _narrow_forward(problem: Problem, device: cl.Device) -> bool:
+    """Whether direct comes first for a forward with fewer output channels a group than the
+    smallest GPU GEMM tile's rows (WEIGHT_BLOCK_ROWS), channels-first, with strips enough to fill
+    the device (direct.few_outputs_first), a kernel with taps (gemm1x1 reads a 1x1 layer's input in
+    place: 2.9x direct's strips' time on MobileNetV2's 1x1 32 -> 16) and where Winograd does not
+    serve it: every implicit-GEMM tile's rows are partly empty, where direct's strips waste none.
+    On an H200, over the 7 such forwards of the stored tuning runs (docs/perf/heuristic_check.py),
+    direct ran in 0.61-1.01x the GEMMs' best time: V-Net's 5x5x5 16 -> 16 at 64^3 0.61x (strips), a
+    3x3x3 16 -> 16 0.71x, a 5x5 13 -> 29 0.70x, RegNetY's 14 groups of 24 0.68x the implicit GEMM
+    (blocks; Winograd, which its channel rule does not let serve there, 0.72x), a 3x3 24 -> 24 at
+    56x56 1.01x and two stems of 3 -> 16 0.98x and 1.00x.  Up to the longest contraction measured
+    (NARROW_FORWARD_CONTRACTION: V-Net's 16 channels x 125 taps), past which a GEMM's or split-K's
+    longer reuse is unmeasured against direct's.  Written after the fresh list
+    (docs/perf/h200-fresh-layers.txt, two of the seven) was measured."""
+    g = problem.geometry
+    return (0 < g.cout_per_group < WEIGHT_BLOCK_ROWS and not g.is_pointwise and not _depthwise(g)
+            and g.cin_per_group * g.kernel_volume <= NARROW_FORWARD_CONTRACTION
+            and few_outputs_first(problem, device, outputs=WEIGHT_BLOCK_ROWS) and not _winograd_pays(problem, device))
 
 
 def _small_forward_to_splitk(problem: Problem) -> bool:

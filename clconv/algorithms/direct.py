@@ -236,11 +236,12 @@ FORWARD_FEW_OUTPUTS = 8
 FEW_OUTPUTS_FILL = 64
 
 
-def few_outputs_first(problem: Problem, device) -> bool:
+def few_outputs_first(problem: Problem, device, outputs: int = FORWARD_FEW_OUTPUTS) -> bool:
     """Whether direct's strips come first for a forward on a GPU with few output channels a group
-    (FORWARD_FEW_OUTPUTS), channels-first, with FEW_OUTPUTS_FILL strips a compute unit."""
+    (at most ``outputs``: FORWARD_FEW_OUTPUTS), channels-first, with FEW_OUTPUTS_FILL strips a
+    compute unit."""
     g = problem.geometry
-    if problem.pass_ != "forward" or problem.layout != CHANNELS_FIRST or g.cout_per_group > FORWARD_FEW_OUTPUTS:
+    if problem.pass_ != "forward" or problem.layout != CHANNELS_FIRST or g.cout_per_group > outputs:
         return False
     od, oh, ow = g.out_size
     strips = od * -(-oh // strip_rows(oh)) * ow

@@ -69,8 +69,9 @@ def test_the_first_candidate_stays_near_the_best(judged):
     only where a block holds 8 of them.  With large GEMMs of matrices in 8x8 blocks and the closing
     lists judged against every tile timed (2026-12-04, eighteenth session): 1.074x over 500 (1.081x
     before, judged the same way).  A list written then before it was measured (the fresh set) gave
-    1.127x; the rule written from it (direct's forward blocks only for kernels more than one column
-    wide) left 1.117x there, and 1.079x over all 578 (1.057x the tuning runs' winners).
+    1.127x; the rules written from it (direct's forward blocks only for kernels more than one column
+    wide; direct for forwards of fewer than 32 output channels where Winograd does not serve) left
+    1.104x there, and 1.076x over all 578 (1.053x the tuning runs' winners).
     The strided 1x1 list (9 data gradients) stays at 1.21x: im2col's first GEMM tile there runs
     1.2-1.5x its best on three layers, a known miss its bound records."""
     everything = [r["ratio"] for rows in judged.values() for r in rows]

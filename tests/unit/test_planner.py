@@ -355,7 +355,8 @@ def test_output_layers_take_direct_strips_on_gpus():
     """direct.few_outputs_first on the H200 stand-in: a forward with at most 8 output channels a
     group (an image, a mask, a flow field) takes direct's strips first, 1x1 and 1D too; too few
     strips to fill the device go to split-K's pieces (_small_forward_to_splitk, any size); 16
-    output channels keep the GEMMs (Winograd here)."""
+    output channels keep Winograd where it serves, else take direct too (fewer than a GEMM tile's
+    32 rows), 1x1 layers gemm1x1."""
     h200 = H200.stand_in()
 
     def first(tag, layout="channels_first"):
@@ -367,6 +368,11 @@ def test_output_layers_take_direct_strips_on_gpus():
     assert first("n8g1c64o1i16000k3s1p1d1") == ("direct", {"wg": 256})
     assert first("n1g1c512o1i32x32k3x3s1x1p1x1d1x1")[0] == "splitk"
     assert first("n4g1c64o16i128x128k3x3s1x1p1x1d1x1")[0] == "winograd"
+    # under a GEMM tile's 32 rows where Winograd does not serve (planner._narrow_forward): V-Net's
+    # 5x5x5 16 -> 16 and an odd 5x5 13 -> 29 take direct; a 1x1 32 -> 16 keeps gemm1x1
+    assert first("n1g1c16o16i64x64x64k5x5x5s1x1x1p2x2x2d1x1x1")[0] == "direct"
+    assert first("n4g1c13o29i31x31k5x5s1x1p2x2d1x1")[0] == "direct"
+    assert first("n32g1c32o16i112x112k1x1s1x1p0x0d1x1")[0] == "gemm1x1"
     assert first("n4g1c64o3i256x256k3x3s1x1p1x1d1x1", "channels_last")[0] != "direct"
 
 

@@ -105,7 +105,8 @@ def heuristic_order(problem: Problem, device: cl.Device) -> list[str]:
                                               and not _winograd_pays(problem, device)):
         order.append("splitk")
     blocks = _weight_blocks_first(problem)
-    if (blocks and g.cout_per_group < WEIGHT_BLOCK_ROWS) or _short_weight_gradient(problem) or _narrow_weight_gradient(problem):
+    if (blocks and g.cout_per_group < WEIGHT_BLOCK_ROWS and _blocks_reuse(problem)) or _short_weight_gradient(problem) \
+            or _narrow_weight_gradient(problem):
         # a weight gradient with fewer output channels (per group) than the smallest GEMM tile's
         # rows leaves most of split-K's and Winograd's tiles empty, where direct's blocks keep every
         # (output, input channel, tap) sum of a block in registers over a slice of batch x pixels.
@@ -334,6 +335,17 @@ def _weight_blocks_first(problem: Problem) -> bool:
     """Whether a (not depthwise) weight gradient has at most WEIGHT_BLOCK_ROWS output channels per
     group and a channel block of direct's fits its registers (_weight_blocks_serve)."""
     return problem.geometry.cout_per_group <= WEIGHT_BLOCK_ROWS and _weight_blocks_serve(problem)
+
+
+def _blocks_reuse(problem: Problem) -> bool:
+    """Whether direct's weight-gradient blocks reuse their input values over several output
+    channels, or the gradient is small (at most WEIGHT_GRADIENT_MIN_FLOPS).  A block of one output
+    channel (a kernel of more than 64 taps fills its 128 sums alone) loads an input value for each
+    FMA, where split-K's 8x8 blocks load one per four: on an H200 V-Net's 5x5x5 16 -> 16 at 64^3
+    (16.8 GFLOP) ran 2.70x split-K's time in such blocks (docs/perf/h200-tune-fresh.json; this rule
+    was written from it), where a small 5x5 13 -> 29 (72 MFLOP, blocks of one channel too) ran
+    0.84x the GEMMs' best (docs/perf/h200-tune-closing-holdout.json)."""
+    return weight_blocks(problem)[0][0] > 1 or problem.geometry.flops <= WEIGHT_GRADIENT_MIN_FLOPS
 
 
 def _weight_blocks_serve(problem: Problem) -> bool:

@@ -58,9 +58,10 @@ SETS = {  # name: (shape specs, batch override, tuning run)
     # layer, whose run timed no Winograd, is judged here)
     "one deep": ([str(HERE / "h200-one-deep-layers.txt")], None, "h200-tune-one-deep.json"),
     # written on 2026-12-04 (eighteenth session) before it was measured, after that session's GEMM
-    # tile rule, to judge the rules as they stood: 1.127x the best; two rules were written from it
+    # tile rule, to judge the rules as they stood: 1.127x the best; three rules were written from it
     # afterwards (direct's forward blocks only for kernels more than one column wide: ENet's 5x1;
-    # direct for forwards of fewer than 32 output channels where Winograd does not serve: V-Net's)
+    # direct for forwards of fewer than 32 output channels where Winograd does not serve: V-Net's;
+    # weight-gradient blocks of one output channel only for small gradients: V-Net's): 1.094x
     "fresh": ([str(HERE / "h200-fresh-layers.txt")], None, "h200-tune-fresh.json"),
 }
 

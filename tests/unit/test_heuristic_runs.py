@@ -42,9 +42,9 @@ def test_every_stored_layer_pass_is_judged(judged):
 SET_BOUNDS = {"strided 1x1": 1.22}  # the geometric mean each set's first candidates must stay within
 # the worst first candidate of a set, where it is over 2x the best: the closing holdout's ESPCN
 # weight gradient (3x3 64 -> 12 at 128x128, batch 8: direct's blocks, 2.02x Winograd's time, which
-# has too few channel pairs for its rule there); the fresh list's V-Net weight gradient (5x5x5
-# 16 -> 16 at 64^3: direct's blocks of one output channel, 2.70x split-K's time)
-WORST_BOUNDS = {"closing holdout": 2.05, "fresh": 2.75}
+# has too few channel pairs for its rule there); the fresh list's RegNetY data gradient (14 groups
+# of 24 at 28x28: the implicit GEMM, 2.15x Winograd's time, which its 32-channel rule keeps out)
+WORST_BOUNDS = {"closing holdout": 2.05, "fresh": 2.2}
 
 
 def test_the_first_candidate_stays_near_the_best(judged):
@@ -70,8 +70,9 @@ def test_the_first_candidate_stays_near_the_best(judged):
     lists judged against every tile timed (2026-12-04, eighteenth session): 1.074x over 500 (1.081x
     before, judged the same way).  A list written then before it was measured (the fresh set) gave
     1.127x; the rules written from it (direct's forward blocks only for kernels more than one column
-    wide; direct for forwards of fewer than 32 output channels where Winograd does not serve) left
-    1.104x there, and 1.076x over all 578 (1.053x the tuning runs' winners).
+    wide; direct for forwards of fewer than 32 output channels where Winograd does not serve; the
+    weight gradient's blocks of one output channel only for small gradients) left 1.094x there, and
+    1.074x over all 578 (1.052x the tuning runs' winners).
     The strided 1x1 list (9 data gradients) stays at 1.21x: im2col's first GEMM tile there runs
     1.2-1.5x its best on three layers, a known miss its bound records."""
     everything = [r["ratio"] for rows in judged.values() for r in rows]

@@ -324,7 +324,9 @@ FILL_WORK_ITEMS = 256
 # the same tile in 8x4 blocks (32 FMAs per 12 loads, 256 work-items), and are taken first where they
 # waste at most LARGE_GEMM_WASTE of the work the least wasteful tile does.  Not for implicit GEMMs,
 # whose tile loads compute an im2col address per element: there the 256 work-items won (the 8x8
-# blocks' first place took their forwards from 1.060x the fastest tile to 1.087x).  On an H200,
+# blocks' first place took their forwards from 1.060x the fastest tile to 1.087x); nor for gemm1x1's
+# forward where it reads the input in scalars (strided, or images of a pixel count not a multiple
+# of 4): Xception's 1x1 728 -> 728 at 19x19 ran 1.20x its time in them, a stride-2 256 -> 512 1.07x.  On an H200,
 # every tile timed (docs/perf/h200-all-tiles-*.json; the two closing lists' runs measured after the
 # rule was first written, at 2 waves for every family): im2col's 72 data gradients from 1.240x the
 # fastest tiles' summed time to 1.124x (geometric mean 1.149x -> 1.106x; 1.268x -> 1.166x on the
@@ -383,7 +385,7 @@ def gather_rank(m: int, n: int, tile: Mapping[str, Any], gathered: str, units: i
 
 def gemm_tiles(m: int, n: int, fit: limits.Limits, itemsize: int, limit: int = TILE_CANDIDATES, groups: int = 1,
                vector_first: bool = True, layout: str = CHANNELS_FIRST, plain: bool = False, k: int = 0,
-               gathered: str = "", implicit: bool = False) -> list[dict]:
+               gathered: str = "", large_blocks: bool = True) -> list[dict]:
     """Tiles that fit the device, best guess first: least work wasted on the matrix edges, enough
     work-groups to fill every compute unit (on a GPU), then the table's order of preference.  On a
     GPU, a GEMM that gathers operand ``gathered`` ("a" or "b": gathered_operand) ranks by its
@@ -391,9 +393,9 @@ def gemm_tiles(m: int, n: int, fit: limits.Limits, itemsize: int, limit: int = T
     matrices): on a GPU the blocks' local loads per FMA weigh against that waste, on a CPU the
     larger block breaks its ties.  On a CPU, the GEMM without local memory comes first when
     ``vector_first`` (else after one local-memory tile); it reads rows of channels-first
-    activations, so channels-last ``layout`` gets the local-memory tiles only.  ``implicit``: the
-    tile loads address an operand through an implicit im2col or col2im (LARGE_GEMM_TILE is not for
-    them)."""
+    activations, so channels-last ``layout`` gets the local-memory tiles only.  ``large_blocks``:
+    whether LARGE_GEMM_TILE may come first (not where the tile loads address an operand through an
+    implicit im2col or col2im)."""
     gpu = fit.gpu
     tiles = [t for t in (GPU_TILES if gpu else CPU_TILES) if _tile_fits(t, fit, itemsize)]
     if not tiles:
@@ -438,7 +440,7 @@ def gemm_tiles(m: int, n: int, fit: limits.Limits, itemsize: int, limit: int = T
         tiles.sort(key=lambda tile: gather_rank(m, n, dict(zip(TILE_KEYS, tile)), gathered, units, groups))
     else:
         tiles.sort(key=lambda tile: (cost(tile) * local_loads(tile), block(tile)))  # stable: ties keep the table's order
-        if gpu and not plain and not implicit and LARGE_GEMM_TILE in tiles and tiles[0] != LARGE_GEMM_TILE:
+        if gpu and not plain and large_blocks and LARGE_GEMM_TILE in tiles and tiles[0] != LARGE_GEMM_TILE:
             large = -(-m // LARGE_GEMM_TILE[0]) * -(-n // LARGE_GEMM_TILE[1]) * groups >= LARGE_GEMM_WAVES * units
             if large and cost(LARGE_GEMM_TILE) <= cost(tiles[0]) * LARGE_GEMM_WASTE:
                 tiles.remove(LARGE_GEMM_TILE)

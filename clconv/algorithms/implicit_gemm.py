@@ -9,9 +9,9 @@ from ..passes import PASSES
 from ..plan import CHANNELS_FIRST, LAYOUTS, Plan, Problem
 from .base import Algorithm
 from .gemm import (
-    IMPLICIT_ROLES, GemmShape, backward_data_shape, forward_shape, gathered_operand, gemm_calls, gemm_tiles,
-    implicit_shape, is_dot_config, strided_pointwise_data_shape, tile_config, vector_first, weight_contraction,
-    weight_shape, with_dot_configs,
+    IMPLICIT_ROLES, LARGE_GEMM_TILE, TILE_KEYS, GemmShape, backward_data_shape, forward_shape, gathered_operand,
+    gemm_calls, gemm_tiles, global_vectors, implicit_shape, is_dot_config, strided_pointwise_data_shape, tile_config,
+    vector_first, weight_contraction, weight_shape, with_dot_configs,
 )
 from .im2col import dot_weight_plan
 
@@ -20,7 +20,10 @@ class ImplicitGemm(Algorithm):
     passes = PASSES
     layouts = LAYOUTS
     description = "tiled GEMM whose tile loads do the im2col/col2im addressing: no column buffer"
-    implicit = True  # the tile loads address the input or dy per element (gemm.gemm_tiles)
+    def large_blocks(self, problem: Problem, shape: GemmShape) -> bool:
+        """Whether gemm.LARGE_GEMM_TILE may come first: not here, where the tile loads address the
+        input or dy per element."""
+        return False
 
     def _shape(self, problem: Problem) -> GemmShape:
         return implicit_shape(problem)
@@ -29,7 +32,7 @@ class ImplicitGemm(Algorithm):
         shape = self._shape(problem)
         return gemm_tiles(shape.M, shape.N, limits.of(device), problem.itemsize, groups=problem.geometry.groups,
                           vector_first=vector_first(problem, shape), layout=problem.layout, k=weight_contraction(shape),
-                          gathered=gathered_operand(problem, shape), implicit=self.implicit)
+                          gathered=gathered_operand(problem, shape), large_blocks=self.large_blocks(problem, shape))
 
     def plan(self, problem, config, device):
         calls, workspaces = gemm_calls(problem, self._shape(problem), tile_config(config), problem.index_type(),
@@ -40,7 +43,14 @@ class ImplicitGemm(Algorithm):
 class Gemm1x1(ImplicitGemm):
     name = "gemm1x1"
     description = "1x1 convolution (strided too) as one GEMM reading the input in place"
-    implicit = False  # a 1x1 kernel's operands are strided matrices: no taps, no padding
+
+    def large_blocks(self, problem, shape):
+        """A 1x1 kernel's operands are strided matrices (no taps, no padding): the large GEMMs'
+        8x8 blocks may come first, but for a forward that reads the input in scalars (strided, or
+        an image's pixels not a multiple of 4: gemm.global_vectors)."""
+        if problem.pass_ != "forward":
+            return True
+        return global_vectors(problem, shape, dict(zip(TILE_KEYS, LARGE_GEMM_TILE)))[1]
 
     def decline_reason(self, problem, device):
         reason = super().decline_reason(problem, device)

@@ -146,7 +146,7 @@ class SplitK(Algorithm):
         # The split supplies the parallelism, so rank tiles by edge waste and reuse alone (a huge
         # group count switches off gemm_tiles' fill-the-device term); then the best split per tile.
         tiles = gemm_tiles(shape.M, shape.N, fit, problem.itemsize, limit=len(GPU_TILES), groups=1 << 20,
-                           layout=problem.layout, vector_first=vector_first(problem, shape), implicit=True)
+                           layout=problem.layout, vector_first=vector_first(problem, shape), large_blocks=False)
         if fit.gpu:
             # Among GPU tiles that waste the same, the larger register block first (more FMAs per
             # local load), then the smaller work-group: the pieces, not the tile, fill the device,

@@ -74,7 +74,7 @@ def test_large_gemms_take_the_8x8_blocks():
     # 96 rows: the 128-row tile pads a third; a 32-row one divides them
     assert first(96, 200704)[0] == 32
     # an implicit GEMM (im2col addressing per element in its tile loads) keeps the 256 work-items
-    implicit = gemm_tiles(1024, 50176, gpu, 4, implicit=True)[0]
+    implicit = gemm_tiles(1024, 50176, gpu, 4, large_blocks=False)[0]
     assert (implicit["TM"], implicit["TN"], implicit["WM"], implicit["WN"]) == GPU_TILES[0][:2] + GPU_TILES[0][3:5]
 
 

@@ -324,14 +324,15 @@ FILL_WORK_ITEMS = 256
 # the same tile in 8x4 blocks (32 FMAs per 12 loads, 256 work-items), and are taken first where they
 # waste at most LARGE_GEMM_WASTE of the work the least wasteful tile does.  Not for implicit GEMMs,
 # whose tile loads compute an im2col address per element: there the 256 work-items won (the 8x8
-# blocks' first place took their forwards from 1.060x the fastest tile to 1.087x); nor for gemm1x1's
-# forward where it reads the input in scalars (strided, or images of a pixel count not a multiple
-# of 4): Xception's 1x1 728 -> 728 at 19x19 ran 1.20x its time in them, a stride-2 256 -> 512 1.07x.  On an H200,
-# every tile timed (docs/perf/h200-all-tiles-*.json; the two closing lists' runs measured after the
-# rule was first written, at 2 waves for every family): im2col's 72 data gradients from 1.240x the
-# fastest tiles' summed time to 1.124x (geometric mean 1.149x -> 1.106x; 1.268x -> 1.166x on the
-# closing lists alone), gemm1x1's 38 layer-passes from 1.186x to 1.086x (1.161x -> 1.145x); issue
-# 12's 1x1 1024 -> 1024 layer at 28x28, batch 64, ran 45.9 TFLOP/s in 8x8 blocks against 39.5 in 8x4.
+# blocks' first place took their forwards from 1.060x the fastest tile to 1.087x); nor for
+# gemm1x1's forward where it reads the input in scalars (strided, or images of a pixel count not a
+# multiple of 4): Xception's 1x1 728 -> 728 at 19x19 ran 1.20x its time in them, a stride-2
+# 256 -> 512 1.07x.  On an H200, every tile timed (docs/perf/h200-all-tiles-*.json; the two
+# closing lists' runs measured after the rule was first written, at 2 waves for every family):
+# im2col's 72 data gradients from 1.240x the fastest tiles' summed time to 1.124x (geometric mean
+# 1.149x -> 1.106x; 1.268x -> 1.166x on the closing lists alone), gemm1x1's 38 layer-passes from
+# 1.186x to 1.086x (1.161x -> 1.145x); issue 12's 1x1 1024 -> 1024 layer at 28x28, batch 64, ran
+# 45.4 TFLOP/s in 8x8 blocks against 41.3 in 8x4 in one run (docs/perf/h200-stream-large-gemm-*.json).
 LARGE_GEMM_TILE = (128, 64, 16, 8, 8, 4, 1, 3)
 LARGE_GEMM_WAVES = 4
 LARGE_GEMM_WASTE = 1.05

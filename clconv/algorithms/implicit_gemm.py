@@ -20,6 +20,7 @@ class ImplicitGemm(Algorithm):
     passes = PASSES
     layouts = LAYOUTS
     description = "tiled GEMM whose tile loads do the im2col/col2im addressing: no column buffer"
+
     def large_blocks(self, problem: Problem, shape: GemmShape) -> bool:
         """Whether gemm.LARGE_GEMM_TILE may come first: not here, where the tile loads address the
         input or dy per element."""

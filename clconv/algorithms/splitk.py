@@ -22,6 +22,21 @@ from .gemm import (
 from .reduce import result_elements, splitk_result, splitk_sum
 
 
+# The weight of a register block's local-memory loads per FMA ((WM + WN) / (WM x WN): 0.25 for 8x8
+# blocks, 0.5 for 4x4) against the edge waste in split-K's tile order (SplitK.tile_rank): waste x
+# (1 + SPLITK_LOAD_WEIGHT x loads), so a 4x4 tile that wastes nothing no longer beats an 8x8 one
+# that wastes a few percent.  On an H200 over the 45 weight gradients whose every tile was timed
+# (docs/perf/h200-all-tiles-{b,closing,closing-holdout,short-gathered}.json), the first tile's
+# summed time went from 1.298x the fastest tiles' to 1.116x (geometric mean 1.128x -> 1.107x; 0.25
+# and 0.5 alike, 1.0 1.115x), three rows changing, all faster: I3D's 7x7x7 stem 2.00x -> 1.26x (32x32
+# of 4x4 blocks, which divided its 1029 columns, against 64x64 of 8x8), a 3x3x3 32 -> 64 at
+# 8x112x112 1.44x -> 1.00x, Inception's 3x3 stride-2 valid 1.15x -> 1.12x (set on that data).  The
+# weight gradient's only: split-K's small forwards (pieces of channels x taps, a few tiles each) ran
+# worse with it (VGG-11's conv5_2 at batch 8 1.05x -> 1.26x, docs/perf/h200-splitk-forward.json),
+# and Winograd's weight gradient keeps its order
+SPLITK_LOAD_WEIGHT = 0.5
+
+
 class SplitK(Algorithm):
     name = "splitk"
     passes = PASSES
@@ -50,14 +65,17 @@ class SplitK(Algorithm):
         return abs(work_groups * splits - cls.FILL * fit.compute_units)
 
     @staticmethod
-    def tile_rank(m: int, n: int, tile: dict, taps: bool = False, pieces: bool = True) -> tuple:
-        """The order of GPU tiles where pieces supply the parallelism: least edge waste, the larger
+    def tile_rank(m: int, n: int, tile: dict, taps: bool = False, pieces: bool = True, loads: bool = False) -> tuple:
+        """The order of GPU tiles where pieces supply the parallelism: least edge waste (with
+        ``loads``, weighed by the block's local loads per FMA: SPLITK_LOAD_WEIGHT), the larger
         register block (more FMAs per local load), the larger tile where loads decode taps (``taps``:
         it reuses each decoded load over more rows), then, where the contraction is cut
         (``pieces``), the smaller work-group (small groups fill the device evenly).  CPU tiles last."""
         if is_cpu_config(tile):
             return (float("inf"), 0, 0, 0)
         waste = edge_waste(m, n, tile["TM"], tile["TN"])
+        if loads:
+            waste *= 1 + SPLITK_LOAD_WEIGHT * (tile["WM"] + tile["WN"]) / (tile["WM"] * tile["WN"])
         area = -tile["TM"] * tile["TN"] if taps else 0
         return (round(waste, 9), -tile["WM"] * tile["WN"], area, work_items(tile) if pieces else 0)
 
@@ -158,7 +176,8 @@ class SplitK(Algorithm):
             # and the work-group, the larger tile (128x64 and 128x128 ran 10-46% faster than 64x64 at
             # the same pieces on six such layers of the H200 tuning runs, docs/perf/heuristic_check.py).
             taps = problem.geometry.kernel_volume > 1
-            tiles.sort(key=lambda tile: self.tile_rank(shape.M, shape.N, tile, taps=taps))
+            loads = problem.pass_ == "backward_weight"
+            tiles.sort(key=lambda tile: self.tile_rank(shape.M, shape.N, tile, taps=taps, loads=loads))
             gathered = gathered_operand(problem, shape)
             if gathered:
                 # a weight gradient of few input channels x taps (a first layer: 27 columns) is

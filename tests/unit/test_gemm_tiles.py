@@ -291,6 +291,19 @@ def test_splitk_prefers_the_larger_register_block_then_the_smaller_work_group_am
     assert (narrow["TM"], narrow["TN"]) == (32, 32), narrow
 
 
+def test_splitk_weighs_the_blocks_local_loads_against_the_waste(monkeypatch):
+    """splitk.SPLITK_LOAD_WEIGHT: a tile of 4x4 blocks that divides the columns no longer beats one
+    of 8x8 blocks that wastes a few percent (a 3x3x3 32 -> 64 weight gradient: 864 columns, which
+    64x128 tiles pad by 3.7%: 0.69x the 32x32 tile's time on an H200); a larger waste still wins
+    (the 96-row layer of the test before)."""
+    splitk = REGISTRY["splitk"]
+    monkeypatch.setattr("clconv.settings.workspace_limit", lambda device: 2**31)
+    monkeypatch.setattr(limits, "of", lambda device, context=None: _fake_gpu())
+    first = splitk.configs(Problem(geometry("n2g1c32o64i8x112x112k3x3x3s1x1x1p1x1x1d1x1x1"), "backward_weight",
+                                   "float32"), None)[0]
+    assert (first["WM"], first["WN"]) == (8, 8) and first["TN"] >= 64, first
+
+
 def test_splitk_takes_the_larger_tile_where_its_columns_decode_taps(monkeypatch):
     """A kernel with taps makes every load of split-K's B (the unfolded input) decode a tap and a
     pixel; a larger tile reuses each over more rows: among equal waste and equal register blocks,

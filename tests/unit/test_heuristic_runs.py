@@ -72,7 +72,8 @@ def test_the_first_candidate_stays_near_the_best(judged):
     1.127x; the rules written from it (direct's forward blocks only for kernels more than one column
     wide; direct for forwards of fewer than 32 output channels where Winograd does not serve; the
     weight gradient's blocks of one output channel only for small gradients) left 1.094x there, and
-    1.074x over all 578 (1.052x the tuning runs' winners).
+    1.074x over all 578 (1.052x the tuning runs' winners); split-K's weight gradients weighing the
+    blocks' local loads against the waste (set on the all-tiles runs): 1.088x and 1.072x (1.050x).
     The strided 1x1 list (9 data gradients) stays at 1.21x: im2col's first GEMM tile there runs
     1.2-1.5x its best on three layers, a known miss its bound records."""
     everything = [r["ratio"] for rows in judged.values() for r in rows]

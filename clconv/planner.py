@@ -190,9 +190,8 @@ def _narrow_forward(problem: Problem, device: cl.Device) -> bool:
     longer reuse is unmeasured against direct's.  Written after the fresh list
     (docs/perf/h200-fresh-layers.txt, two of the seven) was measured."""
     g = problem.geometry
-    return (0 < g.cout_per_group < WEIGHT_BLOCK_ROWS and not g.is_pointwise and not _depthwise(g)
-            and g.cin_per_group * g.kernel_volume <= NARROW_FORWARD_CONTRACTION
-            and few_outputs_first(problem, device, outputs=WEIGHT_BLOCK_ROWS) and not _winograd_pays(problem, device))
+    return (not g.is_pointwise and not _depthwise(g) and g.cin_per_group * g.kernel_volume <= NARROW_FORWARD_CONTRACTION
+            and few_outputs_first(problem, device, outputs=WEIGHT_BLOCK_ROWS - 1) and not _winograd_pays(problem, device))
 
 
 def _small_forward_to_splitk(problem: Problem) -> bool:

@@ -235,6 +235,12 @@ def edge_waste(m: int, n: int, tm: int, tn: int) -> float:
     return rounded(m, tm) * rounded(n, tn) / (m * n)
 
 
+def local_loads_per_fma(wm: int, wn: int) -> float:
+    """Local-memory loads per FMA of a WM x WN register block: WM + WN values feed WM x WN FMAs
+    (0.25 for 8x8 blocks, 0.375 for 8x4, 0.5 for 4x4)."""
+    return (wm + wn) / (wm * wn)
+
+
 def work_items(tile: Mapping[str, Any]) -> int:
     """Work-items of one work-group of a GPU (local-memory) tile."""
     return (tile["TM"] // tile["WM"]) * (tile["TN"] // tile["WN"])
@@ -430,7 +436,7 @@ def gemm_tiles(m: int, n: int, fit: limits.Limits, itemsize: int, limit: int = T
         # waste and the table's order: weighted, the same run's choices got worse on every family
         # (gemm1x1 1.13 -> 1.18x the best, implicit_gemm 1.08 -> 1.22x, im2col's column buffers
         # 1.11 -> 1.13x at a weight of 0.5)
-        return 1 + LOCAL_LOAD_WEIGHT * (tile[3] + tile[4]) / (tile[3] * tile[4]) if plain and gpu else 1
+        return 1 + LOCAL_LOAD_WEIGHT * local_loads_per_fma(tile[3], tile[4]) if plain and gpu else 1
 
     def block(tile) -> int:
         # on a CPU, plain matrices' ties of waste go to the larger block (as measured on PoCL before

@@ -17,7 +17,8 @@ from ..plan import LAYOUTS, Plan, Problem, rounded
 from .base import Algorithm
 from .gemm import (
     GPU_TILES, IMPLICIT_ROLES, TILE_CANDIDATES, GemmShape, edge_waste, gather_rank, gathered_operand, gemm_calls,
-    gemm_tiles, implicit_shape, is_cpu_config, tile_config, tile_extent, vector_first, weight_shape, work_items,
+    gemm_tiles, implicit_shape, is_cpu_config, local_loads_per_fma, tile_config, tile_extent, vector_first,
+    weight_shape, work_items,
 )
 from .reduce import result_elements, splitk_result, splitk_sum
 
@@ -75,7 +76,7 @@ class SplitK(Algorithm):
             return (float("inf"), 0, 0, 0)
         waste = edge_waste(m, n, tile["TM"], tile["TN"])
         if loads:
-            waste *= 1 + SPLITK_LOAD_WEIGHT * (tile["WM"] + tile["WN"]) / (tile["WM"] * tile["WN"])
+            waste *= 1 + SPLITK_LOAD_WEIGHT * local_loads_per_fma(tile["WM"], tile["WN"])
         area = -tile["TM"] * tile["TN"] if taps else 0
         return (round(waste, 9), -tile["WM"] * tile["WN"], area, work_items(tile) if pieces else 0)
 

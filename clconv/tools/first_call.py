@@ -59,7 +59,7 @@ def first_call_costs(spec: str | None, device: str | None, quiet: bool = False, 
     g = layer.geometry
     if layer.transposed:
         raise SystemExit("clconv bench --first-call: give one convolution descriptor (not a transposed one)")
-    params = {"x": g.input_shape, "w": g.weight_shape, **_call_options(g)}
+    params = {"x": g.input_shape, "w": g.weight_shape, **call_options(g)}
     # a new geometry for a user who has run clconv before: one more image, so new programs (the
     # geometry is baked into them) from templates the cold run compiled
     other = {**params, "x": (g.input_shape[0] + 1, *g.input_shape[1:])}
@@ -107,7 +107,7 @@ def first_call_costs(spec: str | None, device: str | None, quiet: bool = False, 
     return result
 
 
-def _call_options(g: ConvGeometry) -> dict:
+def call_options(g: ConvGeometry) -> dict:
     """The public op's arguments for ``g``: ``ndim`` (which of conv1d/2d/3d), stride, padding (as
     (begin, end) pairs), dilation."""
     nd = g.ndim
@@ -133,7 +133,7 @@ def host_overhead(g: ConvGeometry, calls: int = 2000, repeats: int = 3) -> dict:
         x = cla.to_device(queue, rng.standard_normal(geometry.input_shape).astype(np.float32))
         w = cla.to_device(queue, rng.standard_normal(geometry.weight_shape).astype(np.float32))
         y = cla.empty(queue, geometry.output_shape, np.float32)
-        kwargs = _call_options(geometry)
+        kwargs = call_options(geometry)
         op = getattr(clconv, f"conv{kwargs.pop('ndim')}d")
         for _ in range(5):
             op(x, w, **kwargs, out=y)

@@ -23,6 +23,7 @@ import cProfile, io, json, pstats, sys, time
 t0 = time.perf_counter()
 import numpy as np, pyopencl as cl, pyopencl.array as cla, clconv
 from clconv import builder, templates
+from clconv.tools.first_call import call_options
 from clconv.tools.shapes import parse_descriptor
 g = parse_descriptor(sys.argv[1]).geometry
 batch = g.input_shape[0] + int(sys.argv[2])
@@ -49,9 +50,8 @@ timed(builder.ProgramCache, "_build", "build")
 timed(builder.ProgramCache, "_load", "load_binary")
 
 # the layer's own op (conv1d/2d/3d by its rank) with its stride, padding and dilation
-op = getattr(clconv, f"conv{g.ndim}d")
-options = {"stride": g.stride[-g.ndim:], "padding": tuple(zip(g.pad_begin[-g.ndim:], g.pad_end[-g.ndim:])),
-           "dilation": g.dilation[-g.ndim:]}
+options = call_options(g)
+op = getattr(clconv, f"conv{options.pop('ndim')}d")
 profile = cProfile.Profile()
 t = time.perf_counter()
 profile.enable()

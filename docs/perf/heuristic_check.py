@@ -61,7 +61,8 @@ SETS = {  # name: (shape specs, batch override, tuning run)
     # tile rule, to judge the rules as they stood: 1.127x the best; three rules were written from it
     # afterwards (direct's forward blocks only for kernels more than one column wide: ENet's 5x1;
     # direct for forwards of fewer than 32 output channels where Winograd does not serve: V-Net's;
-    # weight-gradient blocks of one output channel only for small gradients: V-Net's): 1.094x
+    # weight-gradient blocks of one output channel only for small gradients: V-Net's): 1.094x,
+    # 1.088x with split-K's weight-gradient tiles weighed by their local loads
     "fresh": ([str(HERE / "h200-fresh-layers.txt")], None, "h200-tune-fresh.json"),
 }
 

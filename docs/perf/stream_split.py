@@ -9,8 +9,14 @@ stream of 200 on an in-order queue without profiling,
 * ``events``: the kernel-event time of one call (what ``bench``'s kernel column reports);
 * then the op's stream with each algorithm named (``implicit_gemm`` launches once, Winograd three times).
 
-Each as "host enqueue time / time with the final sync", for every pass.  ``python docs/perf/stream_split.py``.
+Each as "host enqueue time / time with the final sync", for every pass.  ``python docs/perf/stream_split.py
+[--profile] [DESCRIPTOR ...]``: other layers than the list below; ``--profile``: a cProfile of the op's
+stream too (the functions taking the most time of their own).
 """
+
+import cProfile
+import pstats
+import sys
 
 import numpy as np
 import pyopencl.array as cla
@@ -40,7 +46,7 @@ def stream(fn, queue, calls=CALLS, rounds=3):
     return f"{1e6 * enqueued:6.1f} / {1e6 * total:6.1f}"
 
 
-def measure(label, g, pass_, arrays, q, prof):
+def measure(label, g, pass_, arrays, q, prof, profile=False):
     problem = Problem(g, pass_, "float32")
     runner = planner.plan(problem, q)
     operands = runtime.random_operands(problem, q)
@@ -68,6 +74,15 @@ def measure(label, g, pass_, arrays, q, prof):
     print(f"{label:22s} {pass_:15s} {runner.algorithm:13s} launches {len(runner.launches)}: "
           + "; ".join(f"{k} {v}" for k, v in figures.items())
           + f"; device {span:.1f} us/call in a stream; events {one:.1f} us per call alone")
+    if profile:
+        call = default_call(g, pass_, arrays)
+        profiler = cProfile.Profile()
+        profiler.enable()
+        for _ in range(CALLS):
+            call()
+        profiler.disable()
+        q.finish()
+        pstats.Stats(profiler).sort_stats("tottime").print_stats(16)
     for name in ALGORITHMS:  # the op's stream with each algorithm named: what launches cost against kernel time
         if name == runner.algorithm:
             continue
@@ -82,12 +97,15 @@ def main():
     q = clconv.default_queue()
     prof = runtime.profiling_queue(q)
     rng = np.random.default_rng(0)
-    for label, descriptor in LAYERS.items():
+    args = sys.argv[1:]
+    profile = "--profile" in args
+    layers = {d: d for d in args if d != "--profile"} or LAYERS
+    for label, descriptor in layers.items():
         g = parse_descriptor(descriptor).geometry
         arrays = {role: cla.to_device(q, rng.standard_normal(ROLE_SHAPES[role](g)).astype(np.float32))
                   for role in ("x", "w", "dy")}
         for pass_ in PASSES:
-            measure(label, g, pass_, arrays, q, prof)
+            measure(label, g, pass_, arrays, q, prof, profile)
 
 
 if __name__ == "__main__":

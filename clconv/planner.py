@@ -105,7 +105,8 @@ def heuristic_order(problem: Problem, device: cl.Device) -> list[str]:
                                               and not _winograd_pays(problem, device)):
         order.append("splitk")
     blocks = _weight_blocks_first(problem)
-    if (blocks and g.cout_per_group < WEIGHT_BLOCK_ROWS and _blocks_reuse(problem)) or _short_weight_gradient(problem) \
+    if (blocks and g.cout_per_group < WEIGHT_BLOCK_ROWS and _blocks_reuse(problem)
+            and not _winograd_before_blocks(problem, device)) or _short_weight_gradient(problem) \
             or _narrow_weight_gradient(problem):
         # a weight gradient with fewer output channels (per group) than the smallest GEMM tile's
         # rows leaves most of split-K's and Winograd's tiles empty, where direct's blocks keep every
@@ -330,6 +331,17 @@ def _narrow_weight_gradient(problem: Problem) -> bool:
     return g.cin_per_group * g.kernel_volume < WEIGHT_BLOCK_ROWS and _weight_blocks_serve(problem)
 
 
+def _winograd_before_blocks(problem: Problem, device: cl.Device) -> bool:
+    """Whether a weight gradient of fewer output channels a group than WEIGHT_BLOCK_ROWS takes
+    Winograd before direct's blocks: where Winograd pays (_winograd_pays) and both channel counts
+    a group are at least FEW_CHANNELS_WEIGHT_MINIMUM.  On an H200 (docs/perf/heuristic_check.py)
+    Winograd ran such gradients in 0.34-0.69x the blocks' time: Res2Net's 26 x 26 channels, ESPNet's
+    20 x 20, RegNetY's 14 groups of 24 x 24, ESPCN's 64 -> 12; with 8 channels a group (ResNeXt's 32
+    groups) the blocks ran in 0.23x Winograd's."""
+    g = problem.geometry
+    return min(g.cin_per_group, g.cout_per_group) >= FEW_CHANNELS_WEIGHT_MINIMUM and _winograd_pays(problem, device)
+
+
 def _weight_blocks_first(problem: Problem) -> bool:
     """Whether a (not depthwise) weight gradient has at most WEIGHT_BLOCK_ROWS output channels per
     group and a channel block of direct's fits its registers (_weight_blocks_serve)."""
@@ -404,15 +416,30 @@ def _winograd_pays(problem: Problem, device: cl.Device) -> bool:
     # (512, under the minimum) in 0.83x
     channels_first = problem.layout == CHANNELS_FIRST
     weight_minimum, input_minimum = (8, 32) if channels_first else (64, 128)
+    # Fewer channels than those minimums pay where the pass is large (FEW_CHANNELS_MIN_FLOPS): its
+    # GEMMs are narrow, but there are many of them, over many tiles.  On an H200
+    # (docs/perf/heuristic_check.py) Winograd ran Res2Net's 3x3 26 -> 26 at 56x56, batch 32
+    # (1.2 GFLOP), in 0.57-0.65x the other algorithms' best on all three passes, ESPNet's dilated
+    # 20 -> 20 (1.9 GFLOP) in 0.84x and 0.75x on the gradients (its forward 1.22x direct's best
+    # strips, 0.62x the strips the heuristic chose), RegNetY's 14 groups of 24 (3.6 GFLOP) in 0.73x
+    # and 0.46x on the forward and data gradient, ESPCN's weight gradient of 12 x 64 channels
+    # (1.8 GFLOP) in 0.64x; where it lost, the passes were smaller: a 3x3 24 -> 24 at 56x56
+    # (0.26 GFLOP, 1.2-1.4x), SqueezeNet's 16 -> 64 forward (0.89, 1.35x), a 37 x 53 weight
+    # gradient (0.71, 1.23x), HarDNet's 14 x 48 (0.61, 1.16x), or had fewer channels (ResNeXt's
+    # groups of 8 and 4: 1.2-10x at 0.9-1.9 GFLOP).  Written from the fourth list
+    # (docs/perf/h200-fourth-layers.txt) and the fresh list's RegNetY layer.
+    large = channels_first and g.flops >= FEW_CHANNELS_MIN_FLOPS
     if problem.pass_ == "backward_weight":
         pair_taps = g.groups * cin * cout * g.kernel_volume
-        too_few = min(cin, cout) < weight_minimum or (channels_first and pair_taps < WINOGRAD_MIN_PAIR_TAPS)
+        few_pairs = channels_first and pair_taps < WINOGRAD_MIN_PAIR_TAPS
+        too_few = (min(cin, cout) < (FEW_CHANNELS_WEIGHT_MINIMUM if large else weight_minimum)
+                   or (few_pairs and not large))
     else:
         # Its GEMMs have the implicit GEMM's rows (output channels), as empty, and a quarter of its
         # multiplies: ESPCN's 3x3 64 -> 12 at 128x128 ran 0.093 ms against the implicit GEMM's
         # 0.257 (docs/perf/h200-tune-closing-holdout.json); at most FORWARD_FEW_OUTPUTS go to
         # direct's strips or split-K (the data gradient's 12 -> 64 has too few input channels)
-        too_few = cin < input_minimum or cout <= FORWARD_FEW_OUTPUTS
+        too_few = cin < (FEW_CHANNELS_INPUT_MINIMUM if large else input_minimum) or cout <= FORWARD_FEW_OUTPUTS
     if too_few:
         return False
     # The gradients need work enough.  The weight gradient contracts over the tiles and writes 16
@@ -448,6 +475,12 @@ def _winograd_pays(problem: Problem, device: cl.Device) -> bool:
 # a weight gradient (2048 pairs of a 3x3 kernel), the fewest direct FLOPs of a pass, and the
 # fewest 2x2 tiles of each gradient (``_winograd_pays``).
 WINOGRAD_MIN_PAIR_TAPS = 2048 * 9
+# ...and, channels-first, the direct FLOPs from which fewer channels pay (FEW_CHANNELS_INPUT_MINIMUM
+# input channels of the convolution it runs, the forward's and the data gradient's; for the weight
+# gradient FEW_CHANNELS_WEIGHT_MINIMUM of each, whatever the channel pairs)
+FEW_CHANNELS_MIN_FLOPS = 2**30
+FEW_CHANNELS_INPUT_MINIMUM = 20
+FEW_CHANNELS_WEIGHT_MINIMUM = 12
 WEIGHT_GRADIENT_MIN_FLOPS = 2**29
 WINOGRAD_FORWARD_MIN_FLOPS = 2**25
 DATA_GRADIENT_MIN_FLOPS = 2**30

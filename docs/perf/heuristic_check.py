@@ -64,6 +64,9 @@ SETS = {  # name: (shape specs, batch override, tuning run)
     # weight-gradient blocks of one output channel only for small gradients: V-Net's): 1.094x,
     # 1.088x with split-K's weight-gradient tiles weighed by their local loads
     "fresh": ([str(HERE / "h200-fresh-layers.txt")], None, "h200-tune-fresh.json"),
+    # written on 2026-12-04 (nineteenth session) before it was measured and before that session
+    # changed anything, to judge the heuristic as it stood: 1.126x the tuning run's winner
+    "fourth": ([str(HERE / "h200-fourth-layers.txt")], None, "h200-tune-fourth.json"),
 }
 
 # Runs that timed every GEMM tile of the heuristic's algorithm (docs/perf/gemm_all_tiles.py; the
@@ -71,9 +74,10 @@ SETS = {  # name: (shape specs, batch override, tuning run)
 # of 2026-12-03's eleventh session, holdout and most of validation): their times fill in the configs the
 # tuning runs did not time (tuning times each algorithm's first few), scaled onto the tuning run's
 # clock by the geometric mean of the ratios of the configs both timed (a few percent run to run).
-# The third and fourth (2026-12-04, eighteenth session) time every tile on the two closing lists.
+# The third and fourth (2026-12-04, eighteenth session) time every tile on the two closing lists,
+# the fifth (nineteenth session) on the fourth list.
 ALL_TILES = ("h200-all-tiles-a.json", "h200-all-tiles-b.json", "h200-all-tiles-closing.json",
-             "h200-all-tiles-closing-holdout.json")
+             "h200-all-tiles-closing-holdout.json", "h200-all-tiles-fourth.json")
 
 
 # Runs of docs/perf/splitk_result_passes.py (2026-12-03, twelfth session): every candidate of the

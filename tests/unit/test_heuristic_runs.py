@@ -1,5 +1,5 @@
 """The GPU heuristic against stored H200 tuning runs (docs/perf/h200-tune-*.json: every
-candidate's kernel time for 578 layer-passes of fifteen layer sets, twelve of them other networks'),
+candidate's kernel time for 659 layer-passes of sixteen layer sets, thirteen of them other networks'),
 with the runs that timed more configs merged in (heuristic_check.all_tiles_times: every GEMM tile,
 split-K's forward and data-gradient pieces; heuristic_check.block_times: direct's forward blocks): the candidate it puts first, on that H200 described by
 hand, must stay near the best of all that was timed.  No GPU runs here; this is what keeps an edit
@@ -36,15 +36,14 @@ def judged():
 
 
 def test_every_stored_layer_pass_is_judged(judged):
-    assert sum(len(rows) for rows in judged.values()) == 578
+    assert sum(len(rows) for rows in judged.values()) == 659
 
 
 SET_BOUNDS = {"strided 1x1": 1.22}  # the geometric mean each set's first candidates must stay within
-# the worst first candidate of a set, where it is over 2x the best: the closing holdout's ESPCN
-# weight gradient (3x3 64 -> 12 at 128x128, batch 8: direct's blocks, 2.02x Winograd's time, which
-# has too few channel pairs for its rule there); the fresh list's RegNetY data gradient (14 groups
-# of 24 at 28x28: the implicit GEMM, 2.15x Winograd's time, which its 32-channel rule keeps out)
-WORST_BOUNDS = {"closing holdout": 2.05, "fresh": 2.2}
+# the worst first candidate of a set may be at most 2x the best (the closing holdout's ESPCN weight
+# gradient, 2.02x, and the fresh list's RegNetY data gradient, 2.15x, were until Winograd served
+# large passes of fewer channels, 2026-12-04)
+WORST_BOUNDS: dict[str, float] = {}
 
 
 def test_the_first_candidate_stays_near_the_best(judged):
@@ -74,6 +73,9 @@ def test_the_first_candidate_stays_near_the_best(judged):
     weight gradient's blocks of one output channel only for small gradients) left 1.094x there, and
     1.074x over all 578 (1.052x the tuning runs' winners); split-K's weight gradients weighing the
     blocks' local loads against the waste (set on the all-tiles runs): 1.088x and 1.072x (1.050x).
+    A fourth list written before it was measured (nineteenth session) gave 1.126x the tuning run's
+    winner (1.137x the best of every tile timed); with Winograd for large passes of fewer channels
+    (written from it): 1.086x (1.096x) there, 1.071x over all 659 (1.051x).
     The strided 1x1 list (9 data gradients) stays at 1.21x: im2col's first GEMM tile there runs
     1.2-1.5x its best on three layers, a known miss its bound records."""
     everything = [r["ratio"] for rows in judged.values() for r in rows]

@@ -10,7 +10,8 @@ from ..plan import CHANNELS_FIRST, LAYOUTS, Plan, Problem
 from .base import Algorithm
 from .gemm import (
     IMPLICIT_ROLES, LARGE_GEMM_TILE, TILE_KEYS, GemmShape, backward_data_shape, forward_shape, gathered_operand,
-    gemm_calls, gemm_tiles, global_vectors, implicit_shape, is_dot_config, strided_pointwise_data_shape, tile_config,
+    gemm_calls, gemm_tiles, global_vectors, implicit_shape, is_dot_config, pointwise_data_shape,
+    strided_pointwise_data_shape, tile_config,
     vector_first, weight_contraction, weight_shape, with_dot_configs,
 )
 from .im2col import dot_weight_plan
@@ -77,7 +78,9 @@ class Gemm1x1(ImplicitGemm):
         if problem.pass_ == "forward":
             return forward_shape(g, "b_input_pointwise", layout=problem.layout)
         if problem.pass_ == "backward_data":
-            if problem.layout == CHANNELS_FIRST and any(s > 1 for s in g.stride):
+            if problem.layout != CHANNELS_FIRST:
+                return backward_data_shape(g, problem.layout)  # the gather view with one tap
+            if any(s > 1 for s in g.stride):
                 return strided_pointwise_data_shape(g)
-            return backward_data_shape(g, problem.layout)  # the gather view with one tap
+            return pointwise_data_shape(g)
         return weight_shape(g, "b_input_pointwise_t", layout=problem.layout)

@@ -102,11 +102,14 @@ class SplitK(Algorithm):
         """The pass's implicit GEMM (implicit_gemm's), its contraction cut into pieces of ``ksplit``:
         the weight gradient's into a clc_real weight-shaped workspace, the others' into one shaped
         as the result (the C view's ``partial``: the result's element count)."""
+        if problem.pass_ == "backward_weight":  # its partials in a clc_real workspace, not dw
+            # a 1x1 layer's input read in place as a matrix (gemm1x1's view: vector loads where
+            # its pixels allow), not through the unfolding's per-element index decoding
+            view = "b_input_pointwise_t" if problem.geometry.is_pointwise else "b_input_unfold_t"
+            return weight_shape(problem.geometry, view, ksplit=ksplit, layout=problem.layout)
         shape = implicit_shape(problem)
         if not ksplit:
             return shape
-        if problem.pass_ == "backward_weight":  # its partials in a clc_real workspace, not dw
-            return weight_shape(problem.geometry, "b_input_unfold_t", ksplit=ksplit, layout=problem.layout)
         return replace(shape, ksplit=ksplit, c={**shape.c, "partial": result_elements(problem)})
 
     def min_piece(self, problem: Problem) -> int:

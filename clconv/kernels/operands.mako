@@ -250,12 +250,17 @@ inline clc_real clc_load_b(__global const clc_b_t* restrict dy, clc_idx g, clc_i
 </%def>
 
 <%def name="b_grad_output_cols(p)">
-/* B(co, (b, po)) = dy[b][g*CO + co][po]: the right operand of the GEMM that feeds col2im. */
+/* B(co, (b, po)) = dy[b][g*CO + co][po]: the right operand of the GEMM that feeds col2im, and of a
+   1x1 stride-1 data gradient's GEMM (gemm1x1), read in place. */
 typedef clc_data clc_b_t;
-inline clc_real clc_load_b(__global const clc_b_t* restrict dy, clc_idx g, clc_idx k, clc_idx n, int chunk)
+inline clc_idx clc_at_b(clc_idx g, clc_idx k, clc_idx n, int chunk)
 {
     const clc_idx b = chunk + n / CLC_OP, po = n % CLC_OP;
-    return clc_ld(dy, CLC_Y_AT(b, g * CLC_CO + k, po));
+    return CLC_Y_AT(b, g * CLC_CO + k, po);
+}
+inline clc_real clc_load_b(__global const clc_b_t* restrict dy, clc_idx g, clc_idx k, clc_idx n, int chunk)
+{
+    return clc_ld(dy, clc_at_b(g, k, n, chunk));
 }
 </%def>
 

@@ -134,9 +134,17 @@ def test_vector_loads_of_the_call_tensors(queue, rng, pass_, dtype):
     if dtype == "float64" and not queue.device.double_fp_config:
         pytest.skip(f"{queue.device.name!r} has no float64")
     problem = Problem(geometry(GV_1X1), pass_, dtype)
-    # the data gradient's A is the weight read per tap (no vector form); its B too
-    assert _vector_loads(problem, "gemm1x1", GV_TILE, queue.device) == (0 if pass_ == "backward_data" else 2)
+    # the data gradient reads the transposed weight and dy in place as matrices (pointwise_data_shape)
+    assert _vector_loads(problem, "gemm1x1", GV_TILE, queue.device) == 2
     _run(queue, rng, GV_1X1, pass_, "gemm1x1", GV_TILE, dtype=dtype)
+
+
+def test_vector_loads_of_splitk_pointwise_weight_gradient(queue, rng):
+    # split-K's 1x1 weight gradient reads the input in place (b_input_pointwise_t), not unfolded
+    config = {**GV_TILE, "splits": 2}
+    problem = Problem(geometry(GV_1X1), "backward_weight", "float32")
+    assert _vector_loads(problem, "splitk", config, queue.device) == 2
+    _run(queue, rng, GV_1X1, "backward_weight", "splitk", config)
 
 
 @pytest.mark.parametrize("algorithm, pass_, vectors", [("im2col", "forward", 1), ("winograd", "backward_weight", 2)])

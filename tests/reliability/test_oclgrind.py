@@ -241,7 +241,13 @@ def child(which: str, every_config: bool) -> int:
     for tag, pass_, algorithm, config in (
             ("n2g1c32o20i4x6k1x1s1x1p0x0d1x1", "forward", "gemm1x1", vector_tile),
             ("n2g1c32o20i4x6k1x1s1x1p0x0d1x1", "backward_weight", "gemm1x1", vector_tile),
+            # dy read in place as a matrix (pointwise_data_shape): vectors of dy's rows, and grouped
+            ("n2g1c20o32i4x6k1x1s1x1p0x0d1x1", "backward_data", "gemm1x1", vector_tile),
+            ("n2g2c40o16i4x6k1x1s1x1p0x0d1x1", "backward_data", "gemm1x1", vector_tile),
             ("n2g1c40o8i8x8k3x3s1x1p1x1d1x1", "forward", "im2col", vector_tile),
+            ("n2g1c8o40i8x8k3x3s1x1p1x1d1x1", "backward_data", "im2col", vector_tile),
+            # split-K's 1x1 weight gradient reads the input in place (b_input_pointwise_t) in pieces
+            ("n4g1c32o20i8x6k1x1s1x1p0x0d1x1", "backward_weight", "splitk", {**vector_tile, "splits": 2}),
             ("n2g1c40o8i8x8k3x3s1x1p1x1d1x1", "backward_weight", "winograd", {"m": 2, **vector_tile})):
         run_prepared(queue, rng, Problem(geometry(tag), pass_, "float32"), REGISTRY[algorithm], config)
         note(f"{algorithm} vector loads {pass_} {tag}")

@@ -38,6 +38,12 @@ from .reduce import result_elements, splitk_result, splitk_sum
 SPLITK_LOAD_WEIGHT = 0.5
 
 
+# The rows and columns (each) and the FLOPs of a GEMM from which split-K's tile order puts the
+# larger tile first where both operands are read in place as matrices (SplitK.configs)
+PLAIN_LARGE_SIDE = 256
+PLAIN_LARGE_FLOPS = 2**30
+
+
 class SplitK(Algorithm):
     name = "splitk"
     passes = PASSES
@@ -66,18 +72,21 @@ class SplitK(Algorithm):
         return abs(work_groups * splits - cls.FILL * fit.compute_units)
 
     @staticmethod
-    def tile_rank(m: int, n: int, tile: dict, taps: bool = False, pieces: bool = True, loads: bool = False) -> tuple:
+    def tile_rank(m: int, n: int, tile: dict, taps: bool = False, pieces: bool = True, loads: bool = False,
+                  plain: bool = False) -> tuple:
         """The order of GPU tiles where pieces supply the parallelism: least edge waste (with
         ``loads``, weighed by the block's local loads per FMA: SPLITK_LOAD_WEIGHT), the larger
         register block (more FMAs per local load), the larger tile where loads decode taps (``taps``:
-        it reuses each decoded load over more rows), then, where the contraction is cut
-        (``pieces``), the smaller work-group (small groups fill the device evenly).  CPU tiles last."""
+        it reuses each decoded load over more rows) or where both operands of a large GEMM are read
+        in place as matrices (``plain``), then, where the contraction
+        is cut (``pieces``), the smaller work-group (small groups fill the device evenly).  CPU
+        tiles last."""
         if is_cpu_config(tile):
             return (float("inf"), 0, 0, 0)
         waste = edge_waste(m, n, tile["TM"], tile["TN"])
         if loads:
             waste *= 1 + SPLITK_LOAD_WEIGHT * local_loads_per_fma(tile["WM"], tile["WN"])
-        area = -tile["TM"] * tile["TN"] if taps else 0
+        area = -tile["TM"] * tile["TN"] if taps or plain else 0
         return (round(waste, 9), -tile["WM"] * tile["WN"], area, work_items(tile) if pieces else 0)
 
     @staticmethod
@@ -179,9 +188,19 @@ class SplitK(Algorithm):
             # tap and a pixel, and a larger tile reuses it over more rows: there, between the block
             # and the work-group, the larger tile (128x64 and 128x128 ran 10-46% faster than 64x64 at
             # the same pieces on six such layers of the H200 tuning runs, docs/perf/heuristic_check.py).
+            # A 1x1 layer's weight gradient reads both operands in place as matrices (in vectors
+            # where its pixels allow): in a large GEMM (PLAIN_LARGE_SIDE rows and columns, from
+            # PLAIN_LARGE_FLOPS) the larger tile, which loads fewer values per FMA, pays as with taps.
+            # On an H200, every tile timed on the 1x1 weight gradients of all stored lists and 14
+            # more layers (docs/perf/h200-all-tiles-pointwise{,-retimed}.json): 128x128 ran the 13
+            # such GEMMs in 0.68-1.00x the time of the 64x64 tile first before (issue 12's GEMM
+            # layer 0.87x); in smaller ones larger tiles lost: a 256 x 512 GEMM of 0.4 GFLOP 1.28x
+            # in 128x128, 128 x 256 1.22x in 64x128, 256 x 64 1.21-1.30x in 128x64
             taps = problem.geometry.kernel_volume > 1
             loads = problem.pass_ == "backward_weight"
-            tiles.sort(key=lambda tile: self.tile_rank(shape.M, shape.N, tile, taps=taps, loads=loads))
+            plain = (shape.b_view == "b_input_pointwise_t" and min(shape.M, shape.N) >= PLAIN_LARGE_SIDE
+                     and problem.geometry.flops >= PLAIN_LARGE_FLOPS)
+            tiles.sort(key=lambda tile: self.tile_rank(shape.M, shape.N, tile, taps=taps, loads=loads, plain=plain))
             gathered = gathered_operand(problem, shape)
             if gathered:
                 # a weight gradient of few input channels x taps (a first layer: 27 columns) is

@@ -8,6 +8,9 @@ the first four tiles of each algorithm).
 
     python docs/perf/gemm_all_tiles.py OUT.json [SET...]       on the GPU machine (SET: heuristic_check's
                                                                 names, or a shape file or descriptor)
+    python docs/perf/gemm_all_tiles.py --pointwise-weight OUT.json [SET...]
+                                                                only 1x1 layers' weight gradients (re-timing
+                                                                them after their kernel changed)
 """
 import json
 import sys
@@ -32,7 +35,10 @@ def every_tile(original):
 
 
 def main():
-    out, names = sys.argv[1], sys.argv[2:] or list(heuristic_check.SETS)
+    args = sys.argv[1:]
+    pointwise_weight = "--pointwise-weight" in args
+    args = [a for a in args if a != "--pointwise-weight"]
+    out, names = args[0], args[1:] or list(heuristic_check.SETS)
     for module in (splitk, winograd, implicit_gemm, im2col):  # the algorithms' own references
         module.gemm_tiles = every_tile(gemm.gemm_tiles)
     # split-K and Winograd's weight gradient rank every tile, then keep the first TILE_CANDIDATES:
@@ -48,6 +54,8 @@ def main():
         for spec in specs:
             for layer in shapes.resolve_layers(spec, batch):
                 for pass_ in ("forward", "backward_data", "backward_weight"):
+                    if pointwise_weight and not (pass_ == "backward_weight" and layer.geometry.is_pointwise):
+                        continue
                     problem = Problem(layer.geometry, pass_, "float32")
                     algorithm, chosen = planner.candidates(problem, q.device)[0]
                     if "TM" not in chosen:

@@ -80,7 +80,8 @@ def test_the_first_candidate_stays_near_the_best(judged):
     winner (1.137x the best of every tile timed); with Winograd for large passes of fewer channels
     (written from it): 1.086x (1.096x) there, 1.071x over all 659 (1.051x).  With the 1x1 layers'
     weight gradients re-timed after split-K read their input in place, its tile order for large
-    such GEMMs (written from them) and their own list: 1.069x over 700 (1.050x).
+    such GEMMs (written from them) and their own list: 1.069x over 700 (1.050x); im2col first for
+    wide weight gradients too short for split-K (FCN's fc6): 1.068x (1.049x).
     The strided 1x1 list (9 data gradients) stays at 1.21x: im2col's first GEMM tile there runs
     1.2-1.5x its best on three layers, a known miss its bound records."""
     everything = [r["ratio"] for rows in judged.values() for r in rows]

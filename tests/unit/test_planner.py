@@ -447,3 +447,18 @@ def test_rules_from_layers_of_networks_no_list_had():
     assert first("n4g1c256o512i800k16s8p4d1")[0] == "splitk"
     assert first("n16g1c512o512i8x8k3x3s1x1p1x1d1x1")[0] == "winograd"
     assert first("n16g1c256o512i800k16s8p4d1")[0] != "splitk"  # 4x the outputs fill the device
+
+
+@pytest.mark.parametrize("tag, wanted", [
+    ("n8g1c512o4096i7x7k7x7s1x1p0x0d1x1", "im2col"),          # FCN's fc6, a contraction of 8: 0.53x
+    ("n1g1c1024o1024i14x14k3x3s1x1p1x1d1x1", "im2col"),       # 196: 0.72x the implicit GEMM's time
+    ("n1g1c512o512i7x7k3x3s1x1p1x1d1x1", "implicit_gemm"),    # 512 rows: the implicit GEMM, 0.71x im2col's
+    ("n1g1c3o768i224x224k16x16s16x16p0x0d1x1", "implicit_gemm"),  # ViT's patch embedding, 768 rows
+])
+def test_gpu_heuristic_takes_wide_short_weight_gradients_to_im2col(tag, wanted):
+    """A weight gradient too short for split-K's pieces gathers its unfolded input once per tile of
+    rows in the implicit GEMM: from planner.WIDE_WEIGHT_ROWS output channels im2col's column buffer,
+    decoded once, comes first."""
+    order = heuristic_order(_problem(tag, "backward_weight"), H200_LIKE)
+    gemms = [name for name in order if name in ("im2col", "implicit_gemm")]
+    assert gemms[0] == wanted, order

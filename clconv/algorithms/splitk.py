@@ -78,9 +78,8 @@ class SplitK(Algorithm):
         ``loads``, weighed by the block's local loads per FMA: SPLITK_LOAD_WEIGHT), the larger
         register block (more FMAs per local load), the larger tile where loads decode taps (``taps``:
         it reuses each decoded load over more rows) or where both operands of a large GEMM are read
-        in place as matrices (``plain``), then, where the contraction
-        is cut (``pieces``), the smaller work-group (small groups fill the device evenly).  CPU
-        tiles last."""
+        in place as matrices (``plain``), then, where the contraction is cut (``pieces``), the
+        smaller work-group (small groups fill the device evenly).  CPU tiles last."""
         if is_cpu_config(tile):
             return (float("inf"), 0, 0, 0)
         waste = edge_waste(m, n, tile["TM"], tile["TN"])

@@ -357,12 +357,20 @@ def _narrow_weight_gradient(problem: Problem) -> bool:
 def _winograd_before_blocks(problem: Problem, device: cl.Device) -> bool:
     """Whether a weight gradient of fewer output channels a group than WEIGHT_BLOCK_ROWS takes
     Winograd before direct's blocks: where Winograd pays (_winograd_pays) and both channel counts
-    a group are at least FEW_CHANNELS_WEIGHT_MINIMUM.  On an H200 (docs/perf/heuristic_check.py)
-    Winograd ran such gradients in 0.34-0.69x the blocks' time: Res2Net's 26 x 26 channels, ESPNet's
-    20 x 20, RegNetY's 14 groups of 24 x 24, ESPCN's 64 -> 12; with 8 channels a group (ResNeXt's 32
-    groups) the blocks ran in 0.23x Winograd's."""
+    a group are at least FEW_CHANNELS_WEIGHT_MINIMUM, or for a grouped layer
+    GROUPED_BEFORE_BLOCKS_MINIMUM.  On an H200 (docs/perf/heuristic_check.py) Winograd ran such
+    gradients in 0.34-0.69x the blocks' time: Res2Net's 26 x 26 channels, ESPNet's 20 x 20, ESPCN's
+    64 -> 12, RegNetY's 14 groups of 24 x 24; ResNeXt's 32 groups of 16 and of 8 ran the blocks in
+    0.16-0.39x Winograd's time at batch 8-32 (docs/perf/h200-grouped-tune.json), where all groups'
+    blocks run side by side."""
     g = problem.geometry
-    return min(g.cin_per_group, g.cout_per_group) >= FEW_CHANNELS_WEIGHT_MINIMUM and _winograd_pays(problem, device)
+    minimum = FEW_CHANNELS_WEIGHT_MINIMUM if g.groups == 1 else GROUPED_BEFORE_BLOCKS_MINIMUM
+    return min(g.cin_per_group, g.cout_per_group) >= minimum and _winograd_pays(problem, device)
+
+
+# The channels a group (each way) from which a grouped weight gradient takes Winograd before
+# direct's blocks (_winograd_before_blocks): RegNetY's 24 won, ResNeXt's 16 lost
+GROUPED_BEFORE_BLOCKS_MINIMUM = 20
 
 
 def _weight_blocks_first(problem: Problem) -> bool:

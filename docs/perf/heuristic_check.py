@@ -71,6 +71,9 @@ SETS = {  # name: (shape specs, batch override, tuning run)
     # weight gradient and gemm1x1's data gradient read their operands in place (no tuning run: each
     # pass is judged among its algorithm's tiles); split-K's tile order was then written from it
     "pointwise": ([str(HERE / "h200-pointwise-wgrad-layers.txt")], None, "h200-all-tiles-pointwise.json"),
+    # grouped weight gradients of few channels a group (eighth session, 2026-12-02: the run that
+    # put direct's blocks first), judged here since the nineteenth session
+    "grouped": ([str(HERE / "h200-grouped-layers.txt")], None, "h200-grouped-tune.json"),
 }
 
 # Runs that re-timed every tile of some layer-passes after their kernel changed: their times replace

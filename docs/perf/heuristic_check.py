@@ -205,6 +205,23 @@ def judge(specs: list[str], batch, run: dict, device, extras: list[dict] = (), b
     return rows
 
 
+def _of_set(runs: dict, name: str) -> dict:
+    """The entries of ``runs`` ((set name, layer, pass) -> value) of set ``name``, keyed (layer, pass)."""
+    return {(layer, pass_): value for (set_, layer, pass_), value in runs.items() if set_ == name}
+
+
+def judge_sets(sets: dict, device, extras: list[dict] = (), blocks: dict | None = None,
+               retimed: dict | None = None) -> dict[str, list[dict]]:
+    """Each set's rows (``judge``) with the runs of every set (all_tiles_times, retimed_times)
+    narrowed to its own layer-passes.  A set's run path is relative to this folder, or as given."""
+    out = {}
+    for name, (specs, batch, path) in sets.items():
+        run = json.loads((HERE / path if not Path(path).exists() else Path(path)).read_text())
+        out[name] = judge(specs, batch, run, device, [_of_set(extra, name) for extra in extras], blocks,
+                          _of_set(retimed or {}, name))
+    return out
+
+
 def geomean(values) -> float:
     values = list(values)
     return math.exp(sum(map(math.log, values)) / len(values))
@@ -236,13 +253,8 @@ def main():
     sets = {spec: ([spec], None, path) for spec, path in (r.split("=", 1) for r in args.runs)} if args.runs else SETS
     everything = []
     extras = all_tiles_times() if not args.runs else []
-    blocks = block_times()
     retimed = retimed_times() if not args.runs else {}
-    for name, (specs, batch, path) in sets.items():
-        run = json.loads((HERE / path if not Path(path).exists() else Path(path)).read_text())
-        rows = judge(specs, batch, run, device,
-                     [{(layer, pass_): t for (n, layer, pass_), t in extra.items() if n == name} for extra in extras],
-                     blocks, {(layer, pass_): t for (n, layer, pass_), t in retimed.items() if n == name})
+    for name, rows in judge_sets(sets, device, extras, block_times(), retimed).items():
         report(name, rows, args.rows)
         everything += rows
     ratios = [r["ratio"] for r in everything]

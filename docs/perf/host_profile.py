@@ -30,6 +30,18 @@ def full_checks():
             setattr(ops, name, checked)
 
 
+def print_profile(call, queue, calls=CALLS, lines=14):
+    """A cProfile of ``calls`` calls of ``call`` in a stream (one sync at the end): the functions
+    taking the most time of their own."""
+    profile = cProfile.Profile()
+    profile.enable()
+    for _ in range(calls):
+        call()
+    profile.disable()
+    queue.finish()
+    pstats.Stats(profile).sort_stats("tottime").print_stats(lines)
+
+
 def per_call_us(fn, q):
     """Host time per call of a stream of default calls (its enqueue: the device keeps up or not)."""
     for _ in range(5):
@@ -68,13 +80,7 @@ def main():
                 full.append(per_call_us(default, q))
         print(f"{label}: default {with_events:.1f} us/call enqueued, inputs without events {min(memo):.1f} "
               f"(every call checked in full: {min(full):.1f}), out= given {per_call_us(given, q):.1f}")
-        profile = cProfile.Profile()
-        profile.enable()
-        for _ in range(CALLS):
-            default()
-        profile.disable()
-        q.finish()
-        pstats.Stats(profile).sort_stats("tottime").print_stats(14)
+        print_profile(default, q)
 
 
 if __name__ == "__main__":

@@ -14,8 +14,6 @@ Each as "host enqueue time / time with the final sync", for every pass.  ``pytho
 stream too (the functions taking the most time of their own).
 """
 
-import cProfile
-import pstats
 import sys
 
 import numpy as np
@@ -27,6 +25,7 @@ from clconv.plan import Problem
 from clconv.passes import ROLE_SHAPES
 from clconv.tools.shapes import parse_descriptor
 from clconv.tools.timing import default_call, stream_times
+from host_profile import print_profile  # docs/perf/, beside this script
 
 CALLS = 200
 LAYERS = {  # descriptors (clconv.tools.shapes): the layers of the host-bound rows of bench's stream column
@@ -75,14 +74,7 @@ def measure(label, g, pass_, arrays, q, prof, profile=False):
           + "; ".join(f"{k} {v}" for k, v in figures.items())
           + f"; device {span:.1f} us/call in a stream; events {one:.1f} us per call alone")
     if profile:
-        call = default_call(g, pass_, arrays)
-        profiler = cProfile.Profile()
-        profiler.enable()
-        for _ in range(CALLS):
-            call()
-        profiler.disable()
-        q.finish()
-        pstats.Stats(profiler).sort_stats("tottime").print_stats(16)
+        print_profile(default_call(g, pass_, arrays), q, CALLS, lines=16)
     for name in ALGORITHMS:  # the op's stream with each algorithm named: what launches cost against kernel time
         if name == runner.algorithm:
             continue

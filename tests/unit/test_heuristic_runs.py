@@ -7,7 +7,6 @@ of the GPU order from going unseen on a CPU-only CI."""
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -25,15 +24,9 @@ def judged():
     saved = settings.workspace_limit
     heuristic_check.with_workspace_limit()
     try:
-        device = heuristic_check.h200()
-        extras, blocks = heuristic_check.all_tiles_times(), heuristic_check.block_times()
-        retimed = heuristic_check.retimed_times()
-        return {name: heuristic_check.judge(specs, batch, json.loads((PERF / path).read_text()), device,
-                                            [{(layer, pass_): times for (set_, layer, pass_), times in extra.items()
-                                              if set_ == name} for extra in extras], blocks,
-                                            {(layer, pass_): times for (set_, layer, pass_), times in retimed.items()
-                                             if set_ == name})
-                for name, (specs, batch, path) in heuristic_check.SETS.items()}
+        return heuristic_check.judge_sets(heuristic_check.SETS, heuristic_check.h200(),
+                                          heuristic_check.all_tiles_times(), heuristic_check.block_times(),
+                                          heuristic_check.retimed_times())
     finally:
         settings.workspace_limit = saved
 

@@ -425,7 +425,7 @@ def _winograd_pays(problem: Problem, device: cl.Device) -> bool:
     undilated layers (docs/perf/h200-candidates-kernels.json and the re-tuned rows of the three
     lists; docs/performance.md)."""
     winograd = _serving_winograd(problem, device)
-    if winograd is None:
+    if winograd is None or winograd.saving(problem) < WINOGRAD_MIN_SAVING:
         return False
     g = problem.geometry
     cin, cout = ((g.cin_per_group, g.cout_per_group) if problem.pass_ == "forward"
@@ -506,6 +506,11 @@ def _winograd_pays(problem: Problem, device: cl.Device) -> bool:
 # a weight gradient (2048 pairs of a 3x3 kernel), the fewest direct FLOPs of a pass, and the
 # fewest 2x2 tiles of each gradient (``_winograd_pays``).
 WINOGRAD_MIN_PAIR_TAPS = 2048 * 9
+# ...and the fewest multiplies it saves (Winograd.saving: the direct sum's over its GEMMs'): FCN's
+# fc6, a 7x7 kernel over a 7x7 input, has one output per 2x2 tile (0.77: more products than the
+# direct sum); the stored runs' Winograd layers save 1.83 (DeepLab's dilated ASPP, phases of a few
+# rows) and more, where it won
+WINOGRAD_MIN_SAVING = 1.5
 # ...and, channels-first, the direct FLOPs from which fewer channels pay (FEW_CHANNELS_INPUT_MINIMUM
 # input channels of the convolution it runs, the forward's and the data gradient's; for the weight
 # gradient FEW_CHANNELS_WEIGHT_MINIMUM of each, whatever the channel pairs)
@@ -553,6 +558,13 @@ def _cpu_heuristic_order(problem: Problem, device: cl.Device) -> list[str]:
 CPU_WINOGRAD_MIN_CHANNELS = 64
 # The fewest 4x4 tiles (over the batch) for Winograd's data gradient first on a CPU
 CPU_WINOGRAD_DATA_MIN_TILES = 96
+# ...and for a 7x7 kernel (F(2x2, 7x7): 64 GEMMs, a transformed patch 16x its tile's outputs) the
+# fewest channels, in and out, for the forward and the data gradient.  On PoCL (2-core EPYC with
+# AVX-512, 2 threads; docs/perf/pocl-2t-winograd-7x7.txt) from 128 channels the forward ran in
+# 0.32-0.70x im2col's time (OpenPose's 128 at 46x46, 256 at 14x14, batch 1), the data gradient in
+# 0.56x; at 64 the forward split (0.87x at 56x56, 1.24x at 28x28 batch 2: its transforms took half
+# the time) and the data gradient ran 0.85x.  The weight gradient lost (1.34-1.63x), as 3x3's does.
+CPU_WINOGRAD_7X7_MIN_CHANNELS = 128
 # The fewest 4x4 tiles (over the batch) for Winograd's 3x3 forward first on a CPU with 16 float lanes
 # (AVX-512): the column buffer's GEMM gains more from the wider vectors than Winograd's transforms,
 # which gather their patches lane by lane.  On PoCL (2-core EPYC, AVX-512, 2 threads, interleaved,
@@ -582,7 +594,8 @@ def _cpu_winograd_pays(problem: Problem, device: cl.Device) -> bool:
     it comes first, in 0.79-0.84x F(2x2, 5x5)'s time on 3 such layers) from 64 channels
     ran in 0.38-0.77x im2col's time (3 layers; 32 channels 1.56x); dilated 3x3 forwards in
     0.76-1.13x (3 layers: the phases' patches are scattered rows), so a dilated layer stays with
-    im2col."""
+    im2col.  7x7 layers (F(2x2, 7x7)) take it for the forward and, with tiles enough, the data
+    gradient from CPU_WINOGRAD_7X7_MIN_CHANNELS."""
     if problem.pass_ == "backward_weight" or problem.layout != CHANNELS_FIRST:
         return False
     if limits.of(device).lanes(problem.itemsize) < 4:
@@ -591,8 +604,12 @@ def _cpu_winograd_pays(problem: Problem, device: cl.Device) -> bool:
     if min(g.cin_per_group, g.cout_per_group) < CPU_WINOGRAD_MIN_CHANNELS or g.dilation != (1, 1, 1):
         return False
     winograd = _serving_winograd(problem, device)
-    if winograd is None:
+    if winograd is None or winograd.saving(problem) < WINOGRAD_MIN_SAVING:
         return False
+    if g.kernel == (1, 7, 7):
+        if min(g.cin_per_group, g.cout_per_group) < CPU_WINOGRAD_7X7_MIN_CHANNELS:
+            return False
+        return problem.pass_ == "forward" or winograd.tiles(problem, 4) >= CPU_WINOGRAD_DATA_MIN_TILES
     if problem.pass_ == "forward":
         lanes = limits.of(device).lanes(problem.itemsize)
         minimum = max([tiles for at, tiles in CPU_WINOGRAD_FORWARD_MIN_TILES.items() if lanes >= at], default=0)

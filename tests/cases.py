@@ -348,14 +348,14 @@ def _splitk(case: Case, pass_: str) -> bool:
 
 
 def _winograd(case: Case, pass_: str) -> bool:
-    """3x3 and 5x5 kernels, 2D or 3D one deep with no padding in depth, stride 1, any dilation; the
+    """3x3, 5x5 and 7x7 kernels, 2D or 3D one deep with no padding in depth, stride 1, any dilation; the
     data gradient pads each axis by dilation * (kernel - 1) - pad, so pads (either side) up to that
     reach."""
     plane = tuple(case.kernel[-2:])
     begin, end = case.pads[0], case.canonical_pad_end
     if case.ndim == 3 and (case.kernel[0] != 1 or begin[0] or end[0]):
         return False
-    if case.ndim == 1 or plane not in ((3, 3), (5, 5)) or set(case.per_dim(case.stride)) != {1}:
+    if case.ndim == 1 or plane not in ((3, 3), (5, 5), (7, 7)) or set(case.per_dim(case.stride)) != {1}:
         return False
     reach = [d * (plane[0] - 1) for d in case.per_dim(case.dilation)[-2:]]
     return pass_ != "backward_data" or all(max(begin[-2 + a], end[-2 + a]) <= reach[a] for a in range(2))

@@ -1,14 +1,14 @@
-"""Winograd F(2x2, 3x3), F(4x4, 3x3), F(2x2, 5x5) and F(3x3, 5x5) for square 3x3 and 5x5 stride-1 convolutions
-(any dilation) and their weight gradients, not fused (kernels/winograd.mako for the transforms, the
-GEMM core for the products).
+"""Winograd F(2x2, 3x3), F(4x4, 3x3), F(2x2, 5x5), F(3x3, 5x5) and F(2x2, 7x7) for square 3x3, 5x5 and 7x7
+stride-1 convolutions (any dilation) and their weight gradients, not fused (kernels/winograd.mako for
+the transforms, the GEMM core for the products).
 
-Forward: each MxM output tile (M = 2 or 4 for 3x3, 2 or 3 for 5x5: config ``m``) of an RxR kernel is
-``A^T [(G g G^T) . (B^T d B)] A`` for its ALPHA x ALPHA input patch ``d`` (ALPHA = M + R - 1): per
-input and output channel pair, ALPHA^2 multiplies per tile where a direct convolution does
+Forward: each MxM output tile (M = 2 or 4 for 3x3, 2 or 3 for 5x5, 2 for 7x7: config ``m``) of an RxR
+kernel is ``A^T [(G g G^T) . (B^T d B)] A`` for its ALPHA x ALPHA input patch ``d`` (ALPHA = M + R - 1):
+per input and output channel pair, ALPHA^2 multiplies per tile where a direct convolution does
 R^2 M^2: 16 for 36 (2.25x fewer) with F(2x2, 3x3), 36 for 144 (4x) with F(4x4, 3x3), 36 for 100
-(2.8x) with F(2x2, 5x5), 49 for 225 (4.6x) with F(3x3, 5x5).  The elementwise products summed over input channels are ALPHA^2
-independent GEMMs per group, so the plan is: transform the input (V) and the weight (U) in one
-launch, run the GEMMs (M = U V) through the GEMM core (gemm.mako, its tiles and its CPU variant),
+(2.8x) with F(2x2, 5x5), 49 for 225 (4.6x) with F(3x3, 5x5), 64 for 196 (3.1x) with F(2x2, 7x7).
+The elementwise products summed over input channels are ALPHA^2 independent GEMMs per group, so
+the plan is: transform the input (V) and the weight (U) in one launch, run the GEMMs (M = U V) through the GEMM core (gemm.mako, its tiles and its CPU variant),
 transform M back into the output through the epilogue (bias, alpha, residual, activation).  The data
 gradient of a stride-1 layer is the same convolution of ``dy`` with the weight flipped and its
 channel axes swapped, padded by ``dilation * (R - 1) - pad``.
@@ -18,7 +18,7 @@ reads only the input rows (columns) of the same remainder, D apart: an undilated
 input's sub-grid.  So a tile is M x M outputs of one phase, D apart, and its patch ALPHA x ALPHA
 inputs D apart; the tiles of all D_h x D_w phases are the GEMMs' columns (or contraction) as one.
 
-A 3D layer whose kernel is one deep (1x3x3, 1x5x5: R(2+1)D's, SlowFast's and P3D's spatial
+A 3D layer whose kernel is one deep (1x3x3, 1x5x5, 1x7x7: R(2+1)D's, SlowFast's and P3D's spatial
 convolutions), with stride 1 and no padding in depth, is a 2D convolution of each depth slice: the
 slices are images of their own (``DEPTH``; the transforms find a slice's first element from it).
 
@@ -37,9 +37,10 @@ Error: the transforms add and scale values.  F(2x2, 3x3) (points 0, +-1; constan
 carries about 2-4x the fp32 rounding error of a direct sum of the same length; the two with
 ALPHA = 6 (points 0, +-1, +-2; constants up to 8 and down to 1/24) 10-20x that: up to a tenth of
 ``reference.tolerance`` where F(2x2, 3x3) stays under a hundredth; F(3x3, 5x5) (ALPHA = 7, the point
-1/2 added; constants down to 1/120) about as much as F(2x2, 5x5) (measured against the float64
+1/2 added; constants down to 1/120) about as much as F(2x2, 5x5), and F(2x2, 7x7) (ALPHA = 8, the
+points +-1/2 added; constants down to 1/360) about as much again (measured against the float64
 reference in tests/algorithms/test_gemm_configs.py, whose bounds say so).  The workspaces hold
-the transformed input and the products: ALPHA^2 / M^2 (4x, 2.25x, 9x, 5.4x) the input and the output (the
+the transformed input and the products: ALPHA^2 / M^2 (4x, 2.25x, 9x, 5.4x, 16x) the input and the output (the
 output gradient, for the weight gradient) in size; the algorithm declines when they pass the
 workspace limit.
 """
@@ -80,10 +81,25 @@ TRANSFORMS = {
               (1 / 18, -1 / 18, 1 / 18, -1 / 18, 1 / 18), (1 / 72, 1 / 36, 1 / 18, 1 / 9, 2 / 9),
               (-1 / 120, 1 / 60, -1 / 30, 1 / 15, -2 / 15), (8 / 45, 4 / 45, 2 / 45, 1 / 45, 1 / 90), (0, 0, 0, 0, 1 / 2)),
              ((1, 1, 1, 1, 1, 4, 0), (0, 1, -1, 2, -2, 2, 0), (0, 1, 1, 4, 4, 1, 1))),
+    # points 0, +-1, +-2, +-1/2 and infinity; B^T's rows times 4 (the +-1/2 points' times 2) and G's
+    # rows divided alike (exact), so that B^T is integers
+    (2, 7): (((-4, 0, 21, 0, -21, 0, 4, 0), (0, 4, 4, -17, -17, 4, 4, 0), (0, -4, 4, 17, -17, -4, 4, 0),
+              (0, 2, 1, -10, -5, 8, 4, 0), (0, -2, 1, 10, -5, -8, 4, 0), (0, 4, 8, -5, -10, 1, 2, 0),
+              (0, -4, 8, 5, -10, -1, 2, 0), (0, -4, 0, 21, 0, -21, 0, 4)),
+             ((-1 / 4, 0, 0, 0, 0, 0, 0), (-1 / 18, -1 / 18, -1 / 18, -1 / 18, -1 / 18, -1 / 18, -1 / 18),
+              (-1 / 18, 1 / 18, -1 / 18, 1 / 18, -1 / 18, 1 / 18, -1 / 18),
+              (1 / 360, 1 / 180, 1 / 90, 1 / 45, 2 / 45, 4 / 45, 8 / 45),
+              (1 / 360, -1 / 180, 1 / 90, -1 / 45, 2 / 45, -4 / 45, 8 / 45),
+              (16 / 45, 8 / 45, 4 / 45, 2 / 45, 1 / 45, 1 / 90, 1 / 180),
+              (16 / 45, -8 / 45, 4 / 45, -2 / 45, 1 / 45, -1 / 90, 1 / 180), (0, 0, 0, 0, 0, 0, 1 / 4)),
+             ((1, 1, 1, 1, 1, 1, 1, 0), (0, 1, -1, 2, -2, 1 / 2, -1 / 2, 1))),
 }
 # The tile sides M of each kernel side R, the smaller first; ``sides`` puts the larger first where its
-# GEMMs are not starved
-SIDES = {3: (2, 4), 5: (2, 3)}
+# GEMMs are not starved.  A 7x7 kernel has one: F(3x3, 7x7) needs a ninth point (3 or 1/4), and
+# with it carried 26-28x F(2x2, 7x7)'s rounding error in a float32 model of the transforms
+# (docs/perf/winograd_error_model.py: 4.8-5.2e-4 against 1.9e-5 per unit of a direct sum's
+# scale), where the other variants carry 1.6-2.1e-5
+SIDES = {3: (2, 4), 5: (2, 3), 7: (2,)}
 
 
 # The fewest tiles over the batch for the larger GEMMs: where F(4x4, 3x3) comes first (``sides``),
@@ -141,9 +157,9 @@ class Winograd(Algorithm):
     name = "winograd"
     passes = ("forward", "backward_data", "backward_weight")
     layouts = LAYOUTS  # the transforms read src and write dst with either layout's steps
-    description = ("3x3 and 5x5 stride-1 layers (any dilation) by Winograd F(4x4, 3x3), F(2x2, 3x3), "
-                   "F(3x3, 5x5) or F(2x2, 5x5): transforms around batched GEMMs (4x, 2.25x, 4.6x or 2.8x fewer "
-                   "multiplies than a direct sum), the weight gradient too")
+    description = ("3x3, 5x5 and 7x7 stride-1 layers (any dilation) by Winograd F(4x4, 3x3), F(2x2, 3x3), "
+                   "F(3x3, 5x5), F(2x2, 5x5) or F(2x2, 7x7): transforms around batched GEMMs (4x, 2.25x, 4.6x, "
+                   "2.8x or 3.1x fewer multiplies than a direct sum), the weight gradient too")
 
     @staticmethod
     def _conv(problem: Problem, m: int = 2) -> dict:
@@ -181,6 +197,17 @@ class Winograd(Algorithm):
         from 3 on), more where a dilated layer's phases have only a row or two each."""
         return self.tiles(problem, m) * positions(m, kernel_side(problem))
 
+    def saving(self, problem: Problem) -> float:
+        """The direct sum's multiplies per channel pair (the forward's outputs times the kernel's taps,
+        the same work for each pass) over the GEMMs' (ALPHA^2 per tile) with the side that needs the
+        fewest: 2.25-4.6x where the tiles cover the outputs whole, less where they are cut off at the
+        edges, under 1 where the tiles are mostly empty.  FCN's fc6, a 7x7 kernel over a 7x7 input,
+        has one output per 2x2 tile in the forward (0.77), and its data gradient runs the 7x7 kernel
+        over a 1x1 dy padded by 6: 16 tiles of 64 products an image for 49 taps of work (0.05)."""
+        g = problem.geometry
+        direct = g.batch * g.out_size[0] * g.out_size[1] * g.out_size[2] * g.kernel_volume
+        return direct / min(self.gemm_work(problem, m) for m in SIDES[kernel_side(problem)])
+
     def _shape(self, problem: Problem, conv: dict, ksplit: int = 0) -> GemmShape:
         """The GEMMs, G * ALPHA^2 of them: forward and data gradient M[t] = U[t] V[t] (C_out x tiles,
         over C_in); weight gradient M[t] = Y[t] V[t]^T (C_out x C_in, over the tiles)."""
@@ -207,9 +234,9 @@ class Winograd(Algorithm):
     def decline_reason(self, problem, device):
         reason = super().decline_reason(problem, device)
         g = problem.geometry
-        if reason is None and (g.ndim == 1 or g.kernel not in ((1, 3, 3), (1, 5, 5)) or g.stride != (1, 1, 1)
+        if reason is None and (g.ndim == 1 or g.kernel not in ((1, 3, 3), (1, 5, 5), (1, 7, 7)) or g.stride != (1, 1, 1)
                                or g.pad_begin[0] or g.pad_end[0]):
-            reason = ("it serves only 3x3 and 5x5 kernels with stride 1 (2D, or 3D one deep with no padding in "
+            reason = ("it serves only 3x3, 5x5 and 7x7 kernels with stride 1 (2D, or 3D one deep with no padding in "
                       "depth)")
         if reason is None and problem.pass_ == "backward_data":
             reach = [d * (kernel_side(problem) - 1) for d in g.dilation[1:]]  # the data gradient pads by reach - pad
@@ -237,6 +264,8 @@ class Winograd(Algorithm):
         better (measured on an H200 and PoCL, docs/performance.md); F(2x2, 3x3)'s constants are
         halves, so small-integer data also give exact results there."""
         r = kernel_side(problem)
+        if len(SIDES[r]) == 1:
+            return SIDES[r]
         small, large = SIDES[r]
         gpu = limits.of(device).gpu
         if self.gemm_work(problem, large) > self.gemm_work(problem, small):

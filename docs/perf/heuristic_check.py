@@ -74,6 +74,9 @@ SETS = {  # name: (shape specs, batch override, tuning run)
     # grouped weight gradients of few channels a group (eighth session, 2026-12-02: the run that
     # put direct's blocks first), judged here since the nineteenth session
     "grouped": ([str(HERE / "h200-grouped-layers.txt")], None, "h200-grouped-tune.json"),
+    # 7x7 stride-1 layers (twentieth session, 2026-12-04), written before Winograd F(2x2, 7x7) was
+    # measured on them and tuned with it; its rule is the 3x3 and 5x5 kernels' (in sample since)
+    "7x7": ([str(HERE / "h200-7x7-layers.txt")], None, "h200-tune-7x7.json"),
 }
 
 # Runs that re-timed every tile of some layer-passes after their kernel changed: their times replace
@@ -82,15 +85,21 @@ SETS = {  # name: (shape specs, batch override, tuning run)
 # input in place (2026-12-04, nineteenth session).
 RETIMED = ("h200-all-tiles-pointwise-retimed.json",)
 
+# Runs of `clconv tune` that re-timed every candidate of some layers of a set after an algorithm
+# began serving them (their sets' runs timed none of its configs): run -> the sets whose rows of
+# those layers they replace.  The 7x7 stride-1 layers of two sets, once Winograd served 7x7 kernels
+# (2026-12-04, twentieth session; h200-7x7-retune-layers.txt).
+RETUNED = {"h200-retune-7x7.json": ("fresh", "fourth")}
+
 # Runs that timed every GEMM tile of the heuristic's algorithm (docs/perf/gemm_all_tiles.py; the
 # first on the sets gpu, vgg11 batch 8, small, unseen and winograd kernels, the second on the lists
 # of 2026-12-03's eleventh session, holdout and most of validation): their times fill in the configs the
 # tuning runs did not time (tuning times each algorithm's first few), scaled onto the tuning run's
 # clock by the geometric mean of the ratios of the configs both timed (a few percent run to run).
 # The third and fourth (2026-12-04, eighteenth session) time every tile on the two closing lists,
-# the fifth (nineteenth session) on the fourth list.
+# the fifth (nineteenth session) on the fourth list, the sixth (twentieth) on the 7x7 list.
 ALL_TILES = ("h200-all-tiles-a.json", "h200-all-tiles-b.json", "h200-all-tiles-closing.json",
-             "h200-all-tiles-closing-holdout.json", "h200-all-tiles-fourth.json")
+             "h200-all-tiles-closing-holdout.json", "h200-all-tiles-fourth.json", "h200-all-tiles-7x7.json")
 
 
 # Runs of docs/perf/splitk_result_passes.py (2026-12-03, twelfth session): every candidate of the
@@ -149,6 +158,16 @@ def retimed_times() -> dict:
     return out
 
 
+def retuned_times() -> dict:
+    """(set name, layer, pass) -> {config label: ms} of RETUNED."""
+    out: dict = {}
+    for name, sets in RETUNED.items():
+        for row in json.loads((HERE / name).read_text())["tuned"]:
+            for set_ in sets:
+                out[(set_, row["layer"], row["pass"])] = row["times_ms"]
+    return out
+
+
 def merged(times: dict, extra: dict | None) -> dict:
     """``times`` with the configs only ``extra`` timed, scaled by the configs both timed."""
     shared = [k for k in times if k in (extra or {})]
@@ -165,11 +184,12 @@ def h200():
 
 
 def judge(specs: list[str], batch, run: dict, device, extras: list[dict] = (), blocks: dict | None = None,
-          retimed: dict | None = None) -> list[dict]:
+          retimed: dict | None = None, retuned: dict | None = None) -> list[dict]:
     """For each layer-pass of ``run``: the heuristic's first candidate, its time and the best's
     (``extras``: runs of (layer, pass) -> more configs' times, merged in one after the other;
     ``blocks``: geometry tag -> forward configs' times, block_times; ``retimed``: (layer, pass) ->
-    (algorithm, times) replacing that algorithm's stored times, retimed_times)."""
+    (algorithm, times) replacing that algorithm's stored times, retimed_times; ``retuned``: (layer,
+    pass) -> times replacing the run's row, retuned_times)."""
     geometry = {}
     for spec in specs:
         for layer in shapes.resolve_layers(spec, batch):
@@ -179,12 +199,12 @@ def judge(specs: list[str], batch, run: dict, device, extras: list[dict] = (), b
     # heuristic's algorithm, e.g. h200-all-tiles-short-gathered.json)
     for row in run if isinstance(run, list) else run["tuned"] if "tuned" in run else run["rows"]:
         problem = Problem(geometry[row["layer"]], row["pass"], "float32")
-        times = row["times_ms"]
+        times = run_times = (retuned or {}).get((row["layer"], row["pass"]), row["times_ms"])
         for extra in extras:
             times = merged(times, extra.get((row["layer"], row["pass"])))
         if row["pass"] == "forward" and blocks:
             times = merged(times, blocks.get(problem.geometry.tag()))
-        tuned = min(row["times_ms"].values())  # what `clconv tune` would have picked
+        tuned = min(run_times.values())  # what `clconv tune` would have picked
         again = (retimed or {}).get((row["layer"], row["pass"]))
         if again is not None:  # the algorithm's kernel changed since: its new times only
             name, new_times = again
@@ -211,14 +231,14 @@ def _of_set(runs: dict, name: str) -> dict:
 
 
 def judge_sets(sets: dict, device, extras: list[dict] = (), blocks: dict | None = None,
-               retimed: dict | None = None) -> dict[str, list[dict]]:
-    """Each set's rows (``judge``) with the runs of every set (all_tiles_times, retimed_times)
+               retimed: dict | None = None, retuned: dict | None = None) -> dict[str, list[dict]]:
+    """Each set's rows (``judge``) with the runs of every set (all_tiles_times, retimed_times, retuned_times)
     narrowed to its own layer-passes.  A set's run path is relative to this folder, or as given."""
     out = {}
     for name, (specs, batch, path) in sets.items():
         run = json.loads((HERE / path if not Path(path).exists() else Path(path)).read_text())
         out[name] = judge(specs, batch, run, device, [_of_set(extra, name) for extra in extras], blocks,
-                          _of_set(retimed or {}, name))
+                          _of_set(retimed or {}, name), _of_set(retuned or {}, name))
     return out
 
 
@@ -254,7 +274,8 @@ def main():
     everything = []
     extras = all_tiles_times() if not args.runs else []
     retimed = retimed_times() if not args.runs else {}
-    for name, rows in judge_sets(sets, device, extras, block_times(), retimed).items():
+    retuned = retuned_times() if not args.runs else {}
+    for name, rows in judge_sets(sets, device, extras, block_times(), retimed, retuned).items():
         report(name, rows, args.rows)
         everything += rows
     ratios = [r["ratio"] for r in everything]

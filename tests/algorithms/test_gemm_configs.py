@@ -665,7 +665,7 @@ def _with_geometry(problem, tag):
 # 0.02-0.04 in the forward and data gradient and 0.10-0.16 in the weight gradient (8-128 channels),
 # F(3x3, 5x5) (its point 1/2 brings constants down to 1/120) 0.03-0.07 and 0.03-0.12 (its 2.25x
 # fewer tiles are a shorter sum); each bound leaves that 2.5-4x room.
-WINOGRAD_ERROR = {(2, 3): 0.05, (4, 3): 0.25, (2, 5): 0.4, (3, 5): 0.4}
+WINOGRAD_ERROR = {(2, 3): 0.05, (4, 3): 0.25, (2, 5): 0.4, (3, 5): 0.4, (2, 7): 0.75}
 
 # 5x5 kernels (F(2x2, 5x5), F(3x3, 5x5)) and dilation (tiles over each phase, patches D apart): groups, padding
 # that differs by axis, edge tiles cut off, dilations that differ by axis, phases of unequal sizes
@@ -673,6 +673,8 @@ WINOGRAD_KERNELS = {
     "5x5": "n2g2c6o10i9x11k5x5s1x1p2x1d1x1",
     "dilated": "n2g1c4o6i13x10k3x3s1x1p2x3d2x3",
     "5x5-dilated": "n1g1c3o4i14x12k5x5s1x1p4x2d2x1",
+    "7x7": "n2g2c4o6i11x12k7x7s1x1p3x2d1x1",
+    "7x7-dilated": "n1g1c3o5i17x15k7x7s1x1p5x6d2x1",
 }
 
 

@@ -213,6 +213,13 @@ def child(which: str, every_config: bool) -> int:
                                                              if c["m"] == m))
             note(f"winograd 5x5 m={m} dilated {pass_}")
             runs += 1
+    # F(2x2, 7x7): 8x8 patches reaching 3 past a 5x6 image's edges (padding 3 and 2), its last
+    # tiles cut off on both sides, the data gradient's padding of 6 - pad
+    for pass_ in PASSES:
+        problem = Problem(geometry("n1g1c2o3i5x6k7x7s1x1p3x2d1x1"), pass_, "float32")
+        run_prepared(queue, rng, problem, winograd, winograd.configs(problem, queue.device)[0])
+        note(f"winograd 7x7 {pass_}")
+        runs += 1
     # a 3D layer of a kernel one deep: its depth slices as images (channels-first a channel's slices
     # together, so each slice's first element comes from the sample and the slice), both layouts
     for pass_ in PASSES:

@@ -59,7 +59,10 @@ def test_cpu_heuristic_puts_winograd_first_for_forwards_with_channels_enough():
     for tag in ("n4g1c64o64i28x28k3x3s1x1p1x1d1x1", "n2g1c128o128i28x28k3x3s1x1p1x1d1x1"):  # 196 and 98 tiles
         assert [first(tag, p) for p in PASSES] == ["winograd", "winograd", "im2col"], tag
     assert first("n4g1c64o64i28x28k3x3s1x1p1x1d1x1", dtype="float64") == "winograd"
-    # fewer channels (in or out, per group), a stride, a dilation, a 7x7 kernel, channels-last: im2col
+    # a 7x7 kernel from 128 channels: the forward, and the data gradient with tiles enough (144 4x4)
+    assert [first("n1g1c128o128i46x46k7x7s1x1p3x3d1x1", p) for p in PASSES] == ["winograd", "winograd", "im2col"]
+    assert [first("n1g1c128o256i14x14k7x7s1x1p3x3d1x1", p) for p in PASSES] == ["winograd", "im2col", "im2col"]
+    # fewer channels (in or out, per group; under 128 for a 7x7 kernel), a stride, a dilation, channels-last: im2col
     for tag in ("n4g1c32o64i56x56k3x3s1x1p1x1d1x1", "n4g1c64o48i28x28k3x3s1x1p1x1d1x1",
                 "n2g4c128o128i14x14k3x3s1x1p1x1d1x1", "n4g1c64o64i28x28k3x3s2x2p1x1d1x1",
                 "n1g1c128o128i28x28k3x3s1x1p2x2d2x2", "n4g1c64o64i28x28k7x7s1x1p3x3d1x1",
@@ -140,6 +143,13 @@ H200_LIKE = H200.stand_in()  # as the planner saw the H200 of the stored runs
     ("n32g14c336o336i28x28k3x3s1x1p1x1d1x1", "backward_data", True),   # RegNetY's groups of 24: 0.46x
     ("n16g1c16o64i55x55k3x3s1x1p1x1d1x1", "forward", False),  # SqueezeNet's 16 -> 64, 0.89 GFLOP: 1.35x
     ("n32g16c128o128i56x56k3x3s1x1p1x1d1x1", "forward", False),  # 8 a group, 3.7 GFLOP: the channel floor
+    # F(2x2, 7x7): OpenPose's 7x7 128 -> 128 at 46x46 ran in 0.33-0.56x the others' best, every pass
+    ("n8g1c128o128i46x46k7x7s1x1p3x3d1x1", "forward", True),
+    ("n8g1c128o128i46x46k7x7s1x1p3x3d1x1", "backward_data", True),
+    ("n8g1c128o128i46x46k7x7s1x1p3x3d1x1", "backward_weight", True),
+    # FCN's fc6, a 7x7 kernel over a 7x7 input (Winograd.saving 0.77 and 0.05): 1.9x and 3.5x the best
+    ("n8g1c512o4096i7x7k7x7s1x1p0x0d1x1", "forward", False),
+    ("n8g1c512o4096i7x7k7x7s1x1p0x0d1x1", "backward_data", False),
 ])
 def test_gpu_heuristic_puts_winograd_first_where_it_pays(tag, pass_, wanted):
     order = heuristic_order(_problem(tag, pass_), H200_LIKE)

@@ -38,6 +38,12 @@ log = logging.getLogger("clconv.planner")
 MAX_CONFIGS_PER_ALGORITHM = 4
 MAX_CANDIDATES = 10  # of the heuristic's order; then one configuration of each other serving algorithm
 TUNE_REPEATS = 5
+# A candidate whose run takes more than this many times the fastest's so far is timed once, not
+# TUNE_REPEATS times: the implicit GEMM's data gradient of ViT's 16x16 stride-16 patch embedding
+# gathers 256 taps per input pixel of which one is real, 2.1-4.0 s a run against im2col's 0.74 ms,
+# and its five candidates of that kind took 85 of that layer-pass's 91 s of tuning on an H200
+# (docs/perf/h200-tune-fifth.json).  Runs of one candidate vary by a few percent; 3x cannot be noise.
+TUNE_GIVE_UP_FACTOR = 3
 
 # What can go wrong preparing or running a candidate, short of a bug: fall back past it.
 CANDIDATE_FAILURES = (BuildError, LaunchError, cl.Error)
@@ -386,8 +392,20 @@ def _blocks_reuse(problem: Problem) -> bool:
     FMA, where split-K's 8x8 blocks load one per four: on an H200 V-Net's 5x5x5 16 -> 16 at 64^3
     (16.8 GFLOP) ran 2.70x split-K's time in such blocks (docs/perf/h200-tune-fresh.json; this rule
     was written from it), where a small 5x5 13 -> 29 (72 MFLOP, blocks of one channel too) ran
-    0.84x the GEMMs' best (docs/perf/h200-tune-closing-holdout.json)."""
-    return weight_blocks(problem)[0][0] > 1 or problem.geometry.flops <= WEIGHT_GRADIENT_MIN_FLOPS
+    0.84x the GEMMs' best (docs/perf/h200-tune-closing-holdout.json) over a contraction (batch x
+    pixels) of 3844: too short for split-K's pieces to fill the device.  With a long one they do:
+    Fast-SCNN's 1x1 128 -> 19 classifier (159 MFLOP, 32768 pixels; 19 channels make blocks of one)
+    ran its blocks in 2.07x split-K's time (docs/perf/h200-tune-fifth.json), so the small
+    gradient's exception holds up to ONE_CHANNEL_BLOCKS_MAX_CONTRACTION."""
+    g = problem.geometry
+    return weight_blocks(problem)[0][0] > 1 or (g.flops <= WEIGHT_GRADIENT_MIN_FLOPS
+                                                and g.batch * g.out_pixels <= ONE_CHANNEL_BLOCKS_MAX_CONTRACTION)
+
+
+# The longest contraction (batch x output pixels) over which a small weight gradient takes direct's
+# blocks of one output channel (_blocks_reuse): between the 3844 where they won and the 32768
+# where split-K's pieces did
+ONE_CHANNEL_BLOCKS_MAX_CONTRACTION = 8192
 
 
 def _weight_blocks_serve(problem: Problem) -> bool:
@@ -897,7 +915,7 @@ def _measure(problem, queue, options):
         name = label(algorithm, config)
         try:
             runner = prepare(problem, algorithm, config, queue)
-            seconds = time_runner(runner, pqueue, operands, TUNE_REPEATS)
+            seconds = time_runner(runner, pqueue, operands, TUNE_REPEATS, give_up_above=TUNE_GIVE_UP_FACTOR * best_time)
         except CANDIDATE_FAILURES as exc:
             log.warning("clconv: %s failed: %s", name, exc)
             failures.append(name)

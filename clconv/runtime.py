@@ -4,6 +4,7 @@ tuner and the benchmarks share (:func:`time_runner`, :func:`random_operands`).""
 
 from __future__ import annotations
 
+import math
 import statistics
 import threading
 from dataclasses import dataclass
@@ -320,14 +321,16 @@ def random_operands(problem: Problem, queue: cl.CommandQueue, seed: int = 0) -> 
 
 
 def time_runner(runner: Runner, queue: cl.CommandQueue, operands: dict[str, Operand], repeats: int,
-                statistic: Callable[[list[float]], float] = statistics.median) -> float:
+                statistic: Callable[[list[float]], float] = statistics.median,
+                give_up_above: float = math.inf) -> float:
     """``statistic`` (median) of the seconds of one run over ``repeats`` runs: profiling events from
     the first launch's start to the last's end, on ``queue`` if it records them, else on its
-    profiling twin (:func:`profiling_queue`; the default queue does not profile)."""
+    profiling twin (:func:`profiling_queue`; the default queue does not profile).  A run slower than
+    ``give_up_above`` seconds ends the measuring there (tuning: a candidate that slow cannot win)."""
     queue = profiling_queue(queue)
     cl.wait_for_events(runner.run(queue, operands))  # warm-up: first-launch costs stay out
-    times = []
-    for _ in range(repeats):
+    times: list[float] = []
+    while len(times) < repeats and not (times and times[-1] > give_up_above):
         events = runner.run(queue, operands)
         cl.wait_for_events(events)
         times.append((events[-1].profile.end - events[0].profile.start) * 1e-9)

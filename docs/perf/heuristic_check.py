@@ -77,6 +77,9 @@ SETS = {  # name: (shape specs, batch override, tuning run)
     # 7x7 stride-1 layers (twentieth session, 2026-12-04), written before Winograd F(2x2, 7x7) was
     # measured on them and tuned with it; its rule is the 3x3 and 5x5 kernels' (in sample since)
     "7x7": ([str(HERE / "h200-7x7-layers.txt")], None, "h200-tune-7x7.json"),
+    # written on 2026-12-04 (twentieth session) before it was measured, after F(2x2, 7x7), to judge
+    # the heuristic as it stood
+    "fifth": ([str(HERE / "h200-fifth-layers.txt")], None, "h200-tune-fifth.json"),
 }
 
 # Runs that re-timed every tile of some layer-passes after their kernel changed: their times replace

@@ -233,12 +233,13 @@ def test_gpu_heuristic_runs_short_small_weight_gradients_directly(tag, wanted):
 @pytest.mark.parametrize("tag, wanted", [
     ("n1g1c16o16i64x64x64k5x5x5s1x1x1p2x2x2d1x1x1", "splitk"),  # V-Net: blocks of one channel, 2.70x split-K
     ("n4g1c13o29i31x31k5x5s1x1p2x2d1x1", "direct"),           # one channel too, but 72 MFLOP: 0.84x
+    ("n4g1c128o19i64x128k1x1s1x1p0x0d1x1", "splitk"),         # Fast-SCNN: 159 MFLOP over 32768 pixels, 2.07x
     ("n2g1c16o16i16x64x64k3x3x3s1x1x1p1x1x1d1x1x1", "direct"),  # blocks of 4 channels: 0.64x
 ])
 def test_gpu_heuristic_takes_weight_blocks_of_one_channel_only_for_small_gradients(tag, wanted):
     """planner._blocks_reuse: direct's weight-gradient blocks under 32 output channels come first
     where a block holds more than one output channel (its input values reused) or the gradient is
-    small (at most 2^29 FLOPs)."""
+    small (at most 2^29 FLOPs) over a contraction too short for split-K's pieces (8192 pixels)."""
     assert heuristic_order(_problem(tag, "backward_weight"), H200_LIKE)[0] == wanted
 
 

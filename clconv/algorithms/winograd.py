@@ -123,6 +123,14 @@ F4_MIN_TILES = 32
 # and more.
 GPU_LARGE_FIRST_MIN_TILES = {3: 128, 5: 1}
 GPU_F4_WEIGHT_MIN_TILES = 96
+# The weight gradient's GEMMs unsplit on a GPU: with fewer work-groups of a 64 x 64 tile than this
+# many per compute unit (over the positions and groups), the smaller work-group comes first among
+# tiles that waste and block alike, as it does where pieces supply the parallelism.  On an H200
+# (docs/perf/heuristic_check.py's runs, every tile timed, 94 unsplit passes) 64 x 64 ran in
+# 0.67-0.97x 64 x 128's time (both 8x8 blocks) on most passes of 16-1296 such work-groups (3x3
+# 256 -> 256 at 14x14, batch 4: 0.76x; NFNet's 6 groups of 128: 0.71x; a 7x7 256 at 14x14:
+# 0.69x), and from 2048 64 x 128 won by 1-12% (DeepLab's ASPP, 512 and 1024 channels with 4x4 tiles)
+WEIGHT_FEW_GROUPS_PER_UNIT = 12
 
 
 # Tiles (filters) per work-item of the transforms on a CPU with vector lanes, as the lanes of vectors:
@@ -312,9 +320,11 @@ class Winograd(Algorithm):
             # Split-K's rank: the least waste, the larger register block, and where the pieces fill the
             # device the smaller work-group among tiles that waste the same and block alike: the
             # 128 x 128 GEMMs of a 5x5 128-channel layer ran in 0.75x the time on 64 x 64 tiles (5
-            # pieces) as on 64 x 128 (an H200, docs/performance.md).  Unsplit, the tiles alone fill
-            # it, and the order stays (64 x 128 won there).
-            out.sort(key=lambda config: SplitK.tile_rank(shape.M, shape.N, config, pieces=config["splits"] > 1))
+            # pieces) as on 64 x 128 (an H200, docs/performance.md).  Unsplit, the same where the
+            # work-groups are few (WEIGHT_FEW_GROUPS_PER_UNIT); with many the order stays (64 x 128).
+            few_groups = -(-shape.M // 64) * -(-shape.N // 64) * shape.gemms < WEIGHT_FEW_GROUPS_PER_UNIT * fit.compute_units
+            out.sort(key=lambda config: SplitK.tile_rank(shape.M, shape.N, config,
+                                                         pieces=config["splits"] > 1 or few_groups))
         return out[:TILE_CANDIDATES]
 
     def _splits(self, problem: Problem, conv: dict, shape: GemmShape, tile: dict, device) -> int:

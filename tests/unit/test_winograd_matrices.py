@@ -135,3 +135,16 @@ def test_a_5x5_kernel_has_f3x3_and_f2x2(tag, pass_, first):
     configs = REGISTRY["winograd"].configs(Problem(geometry(tag), pass_, "float32"), H200_LIKE)
     assert configs[0]["m"] == first
     assert {c["m"] for c in configs[:2]} == {2, 3}
+
+
+@pytest.mark.parametrize("tag, tile", [
+    ("n4g1c256o256i14x14k3x3s1x1p1x1d1x1", (64, 64)),     # 16 x 36 64 x 64 work-groups: 0.76x 64 x 128's time
+    ("n32g6c768o768i14x14k3x3s1x1p1x1d1x1", (64, 64)),    # NFNet's 6 groups of 128: 864 of them, 0.71x
+    ("n16g1c256o256i14x14k7x7s1x1p3x3d1x1", (64, 64)),    # 7x7 (F(2x2, 7x7)): 1024, 0.69x
+    ("n64g1c512o512i7x7k3x3s1x1p1x1d1x1", (64, 128)),     # 2304: 64 x 128 0.95x 64 x 64's time
+])
+def test_an_unsplit_weight_gradient_takes_the_smaller_work_group_where_work_groups_are_few(tag, tile):
+    """winograd.WEIGHT_FEW_GROUPS_PER_UNIT: with fewer than 12 work-groups of 64 x 64 per compute
+    unit the 64-work-item 64 x 64 tile comes before 64 x 128 (the same 8x8 blocks)."""
+    config = REGISTRY["winograd"].configs(Problem(geometry(tag), "backward_weight", "float32"), H200_LIKE)[0]
+    assert config["splits"] == 1 and (config["TM"], config["TN"]) == tile

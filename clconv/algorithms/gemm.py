@@ -342,6 +342,28 @@ FILL_WORK_ITEMS = 256
 LARGE_GEMM_TILE = (128, 64, 16, 8, 8, 4, 1, 3)
 LARGE_GEMM_WAVES = 4
 LARGE_GEMM_WASTE = 1.05
+
+
+@dataclass(frozen=True)
+class TileWeights:
+    """What a GPU tile order weighs against the edge waste for a GEMM of plain matrices (gemm_tiles):
+    the shortfall of work-items under FILL_WORK_ITEMS a compute unit, to ``fill_power`` (idle warps
+    leave the loads' latency unhidden), and the block's local loads per FMA times ``loads``."""
+
+    fill_power: float
+    loads: float
+
+
+# Winograd's workspace GEMMs (gemm_tiles' ``plain``)
+PLAIN_WEIGHTS = TileWeights(fill_power=0.5, loads=LOCAL_LOAD_WEIGHT)
+# im2col's data gradient, W^T dy into the column buffer (both read as matrices, dy's rows in
+# vectors).  On an H200, every tile re-timed on its 105 layer-passes of 19 lists
+# (docs/perf/h200-all-tiles-im2col-data-retimed.json), the waste order's first tile ran 1.099x the
+# fastest; weighed so (the weights chosen on all lists but one, judged on that one, for each list:
+# the same weights every time), 1.060x, better on 16 lists and worse on none; Winograd's weights
+# gave 1.078x.  The same weights took the implicit GEMM's forwards from 1.049x to 1.116x and
+# gemm1x1's from 1.115x to 1.121x (docs/perf/h200-all-tiles-*.json), so they stay with these.
+COLUMN_WEIGHTS = TileWeights(fill_power=1.0, loads=1.0)
 TILE_CANDIDATES = 4  # tiles an algorithm offers per GEMM (and tuning measures), best guess first
 # A contraction this short (few input channels x taps: a network's first layer, K = 27 for 3
 # channels and a 3x3 kernel), where one operand's tile loads gather it through an implicit im2col
@@ -392,7 +414,7 @@ def gather_rank(m: int, n: int, tile: Mapping[str, Any], gathered: str, units: i
 
 def gemm_tiles(m: int, n: int, fit: limits.Limits, itemsize: int, limit: int = TILE_CANDIDATES, groups: int = 1,
                vector_first: bool = True, layout: str = CHANNELS_FIRST, plain: bool = False, k: int = 0,
-               gathered: str = "", large_blocks: bool = True) -> list[dict]:
+               gathered: str = "", large_blocks: bool = True, weights: TileWeights | None = None) -> list[dict]:
     """Tiles that fit the device, best guess first: least work wasted on the matrix edges, enough
     work-groups to fill every compute unit (on a GPU), then the table's order of preference.  On a
     GPU, a GEMM that gathers operand ``gathered`` ("a" or "b": gathered_operand) ranks by its
@@ -402,8 +424,10 @@ def gemm_tiles(m: int, n: int, fit: limits.Limits, itemsize: int, limit: int = T
     ``vector_first`` (else after one local-memory tile); it reads rows of channels-first
     activations, so channels-last ``layout`` gets the local-memory tiles only.  ``large_blocks``:
     whether LARGE_GEMM_TILE may come first (not where the tile loads address an operand through an
-    implicit im2col or col2im)."""
+    implicit im2col or col2im).  ``weights``: the GPU weighting of a GEMM of plain matrices
+    (PLAIN_WEIGHTS where ``plain``)."""
     gpu = fit.gpu
+    weights = weights or (PLAIN_WEIGHTS if plain else None)
     tiles = [t for t in (GPU_TILES if gpu else CPU_TILES) if _tile_fits(t, fit, itemsize)]
     if not tiles:
         tiles = _smallest_tiles(fit)
@@ -417,12 +441,12 @@ def gemm_tiles(m: int, n: int, fit: limits.Limits, itemsize: int, limit: int = T
             # beyond that overvalued small tiles in the H200 measurements)
             count = -(-m // tm) * -(-n // tn) * groups
             waste *= max(1.0, units / count)
-            if plain:
-                # and (Winograd's workspace GEMMs, whose local-load weighting below favours the
-                # 64-work-item 8x8 tiles) fewer than FILL_WORK_ITEMS a compute unit leave too few
-                # warps to hide the loads' latency: the square root of the shortfall
+            if weights:
+                # and (plain matrices, whose local-load weighting below favours the 64-work-item
+                # 8x8 tiles) fewer than FILL_WORK_ITEMS a compute unit leave too few warps to hide
+                # the loads' latency: the shortfall to weights.fill_power (Winograd's: its root)
                 items = count * work_items(dict(zip(TILE_KEYS, tile)))
-                waste *= max(1.0, units * FILL_WORK_ITEMS / items) ** 0.5
+                waste *= max(1.0, units * FILL_WORK_ITEMS / items) ** weights.fill_power
         return waste
 
     def local_loads(tile) -> float:
@@ -436,7 +460,7 @@ def gemm_tiles(m: int, n: int, fit: limits.Limits, itemsize: int, limit: int = T
         # waste and the table's order: weighted, the same run's choices got worse on every family
         # (gemm1x1 1.13 -> 1.18x the best, implicit_gemm 1.08 -> 1.22x, im2col's column buffers
         # 1.11 -> 1.13x at a weight of 0.5)
-        return 1 + LOCAL_LOAD_WEIGHT * local_loads_per_fma(tile[3], tile[4]) if plain and gpu else 1
+        return 1 + weights.loads * local_loads_per_fma(tile[3], tile[4]) if weights and gpu else 1
 
     def block(tile) -> int:
         # on a CPU, plain matrices' ties of waste go to the larger block (as measured on PoCL before

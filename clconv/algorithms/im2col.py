@@ -16,7 +16,7 @@ from .base import Algorithm, call, epilogue_args, source
 from .reduce import splitk_sum
 from .splitk import SplitK
 from .gemm import (
-    GemmShape, cpu_work_groups, dot_gemm, dot_work_groups, forward_shape, gemm, gemm_tiles, is_cpu_config,
+    COLUMN_WEIGHTS, GemmShape, cpu_work_groups, dot_gemm, dot_work_groups, forward_shape, gemm, gemm_tiles, is_cpu_config,
     is_dot_config, largest_chunk, tile_config, weight_contraction, weight_shape, with_dot_configs,
 )
 
@@ -80,8 +80,10 @@ class Im2col(Algorithm):
     def configs(self, problem, device):
         shape = self._shape(problem, self.chunk_batch(problem, device) or 1)
         fit = limits.of(device)
+        # the data gradient's column GEMM weighs its tiles' fill and local loads (gemm.COLUMN_WEIGHTS)
         tiles = gemm_tiles(shape.M, shape.N, fit, problem.itemsize, groups=problem.geometry.groups,
-                           layout=problem.layout, k=weight_contraction(shape))
+                           layout=problem.layout, k=weight_contraction(shape),
+                           weights=COLUMN_WEIGHTS if problem.pass_ == "backward_data" else None)
         # the dot products' contraction per launch: a chunk of the CPU's cache-sized column buffers
         cpu_chunk = self.chunk_batch(problem, device, {"LOCAL": 0}) or 1
         return with_dot_configs(problem, fit, tiles, replace(shape, K=cpu_chunk * problem.geometry.out_pixels))

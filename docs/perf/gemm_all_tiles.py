@@ -11,6 +11,9 @@ the first four tiles of each algorithm).
     python docs/perf/gemm_all_tiles.py --pointwise-weight OUT.json [SET...]
                                                                 only 1x1 layers' weight gradients (re-timing
                                                                 them after their kernel changed)
+    python docs/perf/gemm_all_tiles.py --only ALGORITHM:PASS OUT.json [SET...]
+                                                                only the layer-passes of PASS the heuristic
+                                                                gives ALGORITHM (re-timing them)
 """
 import json
 import sys
@@ -38,6 +41,11 @@ def main():
     args = sys.argv[1:]
     pointwise_weight = "--pointwise-weight" in args
     args = [a for a in args if a != "--pointwise-weight"]
+    only = None
+    if "--only" in args:
+        at = args.index("--only")
+        only = tuple(args[at + 1].split(":"))
+        del args[at:at + 2]
     out, names = args[0], args[1:] or list(heuristic_check.SETS)
     for module in (splitk, winograd, implicit_gemm, im2col):  # the algorithms' own references
         module.gemm_tiles = every_tile(gemm.gemm_tiles)
@@ -58,7 +66,7 @@ def main():
                         continue
                     problem = Problem(layer.geometry, pass_, "float32")
                     algorithm, chosen = planner.candidates(problem, q.device)[0]
-                    if "TM" not in chosen:
+                    if "TM" not in chosen or (only and (algorithm.name, pass_) != only):
                         continue
                     configs = algorithm.configs(problem, q.device)
 

@@ -100,9 +100,13 @@ RETUNED = {"h200-retune-7x7.json": ("fresh", "fourth")}
 # tuning runs did not time (tuning times each algorithm's first few), scaled onto the tuning run's
 # clock by the geometric mean of the ratios of the configs both timed (a few percent run to run).
 # The third and fourth (2026-12-04, eighteenth session) time every tile on the two closing lists,
-# the fifth (nineteenth session) on the fourth list, the sixth (twentieth) on the 7x7 list.
+# the fifth (nineteenth session) on the fourth list, the sixth (twentieth) on the 7x7 list; the
+# seventh (twentieth) every set's data gradients the heuristic gives im2col, after dy's rows were
+# read as vectors: scaled, not in place of the stored times (RETIMED), because a tiny pass's two
+# launches ran 0.028 ms in it against 0.019 in its tuning run, the gap between them the host's.
 ALL_TILES = ("h200-all-tiles-a.json", "h200-all-tiles-b.json", "h200-all-tiles-closing.json",
-             "h200-all-tiles-closing-holdout.json", "h200-all-tiles-fourth.json", "h200-all-tiles-7x7.json")
+             "h200-all-tiles-closing-holdout.json", "h200-all-tiles-fourth.json", "h200-all-tiles-7x7.json",
+             "h200-all-tiles-im2col-data-retimed.json")
 
 
 # Runs of docs/perf/splitk_result_passes.py (2026-12-03, twelfth session): every candidate of the

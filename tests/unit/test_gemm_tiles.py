@@ -378,3 +378,15 @@ def test_cpu_tiles_keep_enough_work_groups_for_every_core():
     assert cpu_work_items(16, 16, (16, 16, 8), 1, 1, cpu) == 1
     first = gemm_tiles(512, 49, cpu, 4, k=2048)[0]
     assert is_cpu_config(first) and first["LX"] == cpu_work_items(512, 49, (16, 16, 8), first.get("NB", 1), 1, cpu)
+
+
+def test_im2col_data_gradient_weighs_fill_and_local_loads():
+    """gemm.COLUMN_WEIGHTS: im2col's column GEMM of a data gradient ranks its tiles by the waste,
+    the work-item shortfall and the blocks' local loads per FMA.  ResNet-50's 1x1 stride-2
+    512 -> 1024 at batch 32 (docs/perf/h200-all-tiles-im2col-data-retimed.json): the waste order's
+    first, 128x64 in 8x4 blocks, ran 1.33x the fastest tile; 8x8 blocks 1.10-1.12x."""
+    from clconv.tools.devices import H200
+
+    problem = Problem(geometry("n32g1c512o1024i28x28k1x1s2x2p0x0d1x1"), "backward_data", "float32")
+    first = REGISTRY["im2col"].configs(problem, H200.stand_in())[0]
+    assert (first["TM"], first["TN"], first["WM"], first["WN"]) == (64, 128, 8, 8)

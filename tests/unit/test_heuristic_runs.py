@@ -81,7 +81,9 @@ def test_the_first_candidate_stays_near_the_best(judged):
     before it was measured (twentieth session): 1.074x the tuning run's winner, worst 2.07x (Fast-SCNN's
     1x1 128 -> 19 weight gradient in direct's blocks of one channel); with such blocks only over short
     contractions (written from it): 1.065x, 1.067x over 835 (1.050x); Winograd's unsplit weight
-    gradients on 64 x 64 where work-groups are few: 1.064x (1.048x).
+    gradients on 64 x 64 where work-groups are few: 1.064x (1.048x).  im2col's data gradients
+    re-timed tile by tile (merged as all-tiles runs: 1.065x) and their tiles weighed by fill and
+    local loads (gemm.COLUMN_WEIGHTS): 1.061x (1.044x).
     The strided 1x1 list (9 data gradients) stays at 1.21x: im2col's first GEMM tile there runs
     1.2-1.5x its best on three layers, a known miss its bound records."""
     everything = [r["ratio"] for rows in judged.values() for r in rows]

@@ -103,10 +103,11 @@ RETUNED = {"h200-retune-7x7.json": ("fresh", "fourth")}
 # the fifth (nineteenth session) on the fourth list, the sixth (twentieth) on the 7x7 list; the
 # seventh (twentieth) every set's data gradients the heuristic gives im2col, after dy's rows were
 # read as vectors: scaled, not in place of the stored times (RETIMED), because a tiny pass's two
-# launches ran 0.028 ms in it against 0.019 in its tuning run, the gap between them the host's.
+# launches ran 0.028 ms in it against 0.019 in its tuning run, the gap between them the host's;
+# the eighth (twentieth) the data gradients the heuristic gives gemm1x1, after its in-place view.
 ALL_TILES = ("h200-all-tiles-a.json", "h200-all-tiles-b.json", "h200-all-tiles-closing.json",
              "h200-all-tiles-closing-holdout.json", "h200-all-tiles-fourth.json", "h200-all-tiles-7x7.json",
-             "h200-all-tiles-im2col-data-retimed.json")
+             "h200-all-tiles-im2col-data-retimed.json", "h200-all-tiles-gemm1x1-data-retimed.json")
 
 
 # Runs of docs/perf/splitk_result_passes.py (2026-12-03, twelfth session): every candidate of the

@@ -26,7 +26,6 @@ from .algorithms.gemm import is_dot_config
 from .algorithms.reduce import bias_gradient_plan
 from .algorithms.direct import BLOCK_COB, FORWARD_FEW_OUTPUTS, few_outputs_first, forward_blocks_first, weight_blocks
 from .algorithms.winograd import Winograd
-from .algorithms.splitk import SplitK
 from .builder import BuildError, build_kernels
 from .caches import Cache
 from .device import is_gpu
@@ -176,7 +175,7 @@ def heuristic_order(problem: Problem, device: cl.Device) -> list[str]:
         # pixel per element: from LONG_GATHER on, im2col's plain GEMM over the output channels pays
         # for its column buffer
         order.append("im2col")
-    if _wide_short_weight_gradient(problem):
+    if _wide_short_weight_gradient(problem, device):
         order.append("im2col")
     order += ["implicit_gemm", "im2col", "direct"]
     return list(dict.fromkeys(order))
@@ -187,9 +186,10 @@ def heuristic_order(problem: Problem, device: cl.Device) -> list[str]:
 WIDE_WEIGHT_ROWS = 1024
 
 
-def _wide_short_weight_gradient(problem: Problem) -> bool:
-    """Whether a weight gradient whose contraction (batch x output pixels) is too short for two of
-    split-K's pieces has at least WIDE_WEIGHT_ROWS output channels a group: the implicit GEMM then
+def _wide_short_weight_gradient(problem: Problem, device: cl.Device) -> bool:
+    """Whether a weight gradient that split-K declines (its contraction, batch x output pixels, too
+    short for two pieces, or their partials over the workspace limit) has at least
+    WIDE_WEIGHT_ROWS output channels a group: the implicit GEMM then
     gathers every element of the unfolded input (decoding a tap and a pixel) once per tile of rows,
     8-32 times over, where im2col decodes it once into its column buffer and the GEMM reads that
     plainly.  On an H200 (docs/perf/heuristic_check.py) im2col ran FCN's fc6 (7x7 512 -> 4096 on
@@ -197,9 +197,9 @@ def _wide_short_weight_gradient(problem: Problem) -> bool:
     1024 -> 1024 at 14x14 in 0.72x, and a batch-4 one at 7x7 in 0.88x; with 512-768 rows the
     implicit GEMM won (1.29-1.59x im2col's time: ViT's patch embedding, HiFi-GAN's upsampling, a
     batch-1 3x3 512 -> 512 at 7x7).  Written from those six (the fresh list's fc6 among them)."""
-    g = problem.geometry
-    return (problem.pass_ == "backward_weight" and g.cout_per_group >= WIDE_WEIGHT_ROWS
-            and g.batch * g.out_pixels < 2 * SplitK.MIN_PIECE)
+    splitk = REGISTRY.get("splitk")
+    return (problem.pass_ == "backward_weight" and problem.geometry.cout_per_group >= WIDE_WEIGHT_ROWS
+            and splitk is not None and splitk.decline_reason(problem, device) is not None)
 
 
 NARROW_FORWARD_CONTRACTION = 2048

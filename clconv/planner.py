@@ -442,7 +442,7 @@ def _winograd_pays(problem: Problem, device: cl.Device) -> bool:
     other algorithms' best time wherever these rules put it first, against 0.45-0.84x for its 3x3
     undilated layers (docs/perf/h200-candidates-kernels.json and the re-tuned rows of the three
     lists; docs/performance.md).  And 7x7 kernels: on ten 7x7 layers written before they were
-    measured, 27 of the 30 passes went to it, and tuning picked it on those 27
+    measured, 28 of the 30 passes went to it, and tuning picked it on 27 of those (the 28th by 2%)
     (docs/perf/h200-tune-7x7.json).  Tiles mostly empty save nothing (Winograd.saving under
     WINOGRAD_MIN_SAVING) and stay off it."""
     winograd = _serving_winograd(problem, device)

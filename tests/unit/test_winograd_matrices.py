@@ -148,3 +148,16 @@ def test_an_unsplit_weight_gradient_takes_the_smaller_work_group_where_work_grou
     unit the 64-work-item 64 x 64 tile comes before 64 x 128 (the same 8x8 blocks)."""
     config = REGISTRY["winograd"].configs(Problem(geometry(tag), "backward_weight", "float32"), H200_LIKE)[0]
     assert config["splits"] == 1 and (config["TM"], config["TN"]) == tile
+
+
+@pytest.mark.parametrize("tag, pass_, saving", [
+    ("n1g1c8o8i8x8k3x3s1x1p1x1d1x1", "forward", 9 * 64 / (4 * 36)),             # F(4x4, 3x3), whole tiles: 4x
+    ("n2g1c8o8i46x46k7x7s1x1p3x3d1x1", "backward_weight", 49 * 2116 / (529 * 64)),  # F(2x2, 7x7): 3.06x
+    ("n8g1c8o8i7x7k7x7s1x1p0x0d1x1", "forward", 49 / 64),                       # FCN's fc6: one output a tile
+    ("n8g1c8o8i7x7k7x7s1x1p0x0d1x1", "backward_data", 49 / (16 * 64)),          # a 1x1 dy padded by 6
+])
+def test_saving_counts_the_forward_s_work_against_the_gemms(tag, pass_, saving):
+    """Winograd.saving: the direct sum's multiplies per channel pair (the forward's outputs x taps,
+    whatever the pass) over the GEMMs' (tiles x ALPHA^2) with the side that needs the fewest."""
+    problem = Problem(geometry(tag), pass_, "float32")
+    assert REGISTRY["winograd"].saving(problem) == pytest.approx(saving)

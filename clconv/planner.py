@@ -445,8 +445,8 @@ def _winograd_pays(problem: Problem, device: cl.Device) -> bool:
     measured, 28 of the 30 passes went to it, and tuning picked it on 27 of those (the 28th by 2%)
     (docs/perf/h200-tune-7x7.json).  Tiles mostly empty save nothing (Winograd.saving under
     WINOGRAD_MIN_SAVING) and stay off it."""
-    winograd = _serving_winograd(problem, device)
-    if winograd is None or winograd.saving(problem) < WINOGRAD_MIN_SAVING:
+    winograd = _saving_winograd(problem, device)
+    if winograd is None:
         return False
     g = problem.geometry
     cin, cout = ((g.cin_per_group, g.cout_per_group) if problem.pass_ == "forward"
@@ -624,24 +624,24 @@ def _cpu_winograd_pays(problem: Problem, device: cl.Device) -> bool:
     g = problem.geometry
     if min(g.cin_per_group, g.cout_per_group) < CPU_WINOGRAD_MIN_CHANNELS or g.dilation != (1, 1, 1):
         return False
-    winograd = _serving_winograd(problem, device)
-    if winograd is None or winograd.saving(problem) < WINOGRAD_MIN_SAVING:
+    if g.kernel == (1, 7, 7) and min(g.cin_per_group, g.cout_per_group) < CPU_WINOGRAD_7X7_MIN_CHANNELS:
         return False
-    if g.kernel == (1, 7, 7):
-        if min(g.cin_per_group, g.cout_per_group) < CPU_WINOGRAD_7X7_MIN_CHANNELS:
-            return False
-        return problem.pass_ == "forward" or winograd.tiles(problem, 4) >= CPU_WINOGRAD_DATA_MIN_TILES
+    winograd = _saving_winograd(problem, device)
+    if winograd is None:
+        return False
     if problem.pass_ == "forward":
         lanes = limits.of(device).lanes(problem.itemsize)
         minimum = max([tiles for at, tiles in CPU_WINOGRAD_FORWARD_MIN_TILES.items() if lanes >= at], default=0)
         return g.kernel != (1, 3, 3) or winograd.tiles(problem, 4) >= minimum
-    return g.kernel == (1, 3, 3) and winograd.tiles(problem, 4) >= CPU_WINOGRAD_DATA_MIN_TILES
+    return g.kernel in ((1, 3, 3), (1, 7, 7)) and winograd.tiles(problem, 4) >= CPU_WINOGRAD_DATA_MIN_TILES
 
 
-def _serving_winograd(problem: Problem, device: cl.Device) -> Winograd | None:
-    """The registered ``winograd`` algorithm where it serves ``problem`` on ``device``, else None."""
+def _saving_winograd(problem: Problem, device: cl.Device) -> Winograd | None:
+    """The registered ``winograd`` algorithm where it serves ``problem`` on ``device`` and its tiles
+    save multiplies enough (Winograd.saving, WINOGRAD_MIN_SAVING), else None."""
     winograd = REGISTRY.get("winograd")
-    if isinstance(winograd, Winograd) and winograd.decline_reason(problem, device) is None:
+    if (isinstance(winograd, Winograd) and winograd.decline_reason(problem, device) is None
+            and winograd.saving(problem) >= WINOGRAD_MIN_SAVING):
         return winograd
     return None
 

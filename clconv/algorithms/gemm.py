@@ -347,11 +347,12 @@ LARGE_GEMM_WASTE = 1.05
 @dataclass(frozen=True)
 class TileWeights:
     """What a GPU tile order weighs against the edge waste for a GEMM of plain matrices (gemm_tiles):
-    the shortfall of work-items under FILL_WORK_ITEMS a compute unit, to ``fill_power`` (idle warps
+    the shortfall of work-items under ``fill_items`` a compute unit, to ``fill_power`` (idle warps
     leave the loads' latency unhidden), and the block's local loads per FMA times ``loads``."""
 
     fill_power: float
     loads: float
+    fill_items: int = FILL_WORK_ITEMS
 
 
 # Winograd's workspace GEMMs (gemm_tiles' ``plain``)
@@ -443,10 +444,10 @@ def gemm_tiles(m: int, n: int, fit: limits.Limits, itemsize: int, limit: int = T
             waste *= max(1.0, units / count)
             if weights:
                 # and (plain matrices, whose local-load weighting below favours the 64-work-item
-                # 8x8 tiles) fewer than FILL_WORK_ITEMS a compute unit leave too few warps to hide
-                # the loads' latency: the shortfall to weights.fill_power (Winograd's: its root)
+                # 8x8 tiles) fewer than weights.fill_items a compute unit leave too few warps to
+                # hide the loads' latency: the shortfall to weights.fill_power (Winograd's: its root)
                 items = count * work_items(dict(zip(TILE_KEYS, tile)))
-                waste *= max(1.0, units * FILL_WORK_ITEMS / items) ** weights.fill_power
+                waste *= max(1.0, units * weights.fill_items / items) ** weights.fill_power
         return waste
 
     def local_loads(tile) -> float:

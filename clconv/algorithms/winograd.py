@@ -8,8 +8,9 @@ per input and output channel pair, ALPHA^2 multiplies per tile where a direct co
 R^2 M^2: 16 for 36 (2.25x fewer) with F(2x2, 3x3), 36 for 144 (4x) with F(4x4, 3x3), 36 for 100
 (2.8x) with F(2x2, 5x5), 49 for 225 (4.6x) with F(3x3, 5x5), 64 for 196 (3.1x) with F(2x2, 7x7).
 The elementwise products summed over input channels are ALPHA^2 independent GEMMs per group, so
-the plan is: transform the input (V) and the weight (U) in one launch, run the GEMMs (M = U V) through the GEMM core (gemm.mako, its tiles and its CPU variant),
-transform M back into the output through the epilogue (bias, alpha, residual, activation).  The data
+the plan is: transform the input (V) and the weight (U) in one launch, run the GEMMs (M = U V)
+through the GEMM core (gemm.mako, its tiles and its CPU variant), transform M back into the output
+through the epilogue (bias, alpha, residual, activation).  The data
 gradient of a stride-1 layer is the same convolution of ``dy`` with the weight flipped and its
 channel axes swapped, padded by ``dilation * (R - 1) - pad``.
 
@@ -40,8 +41,8 @@ ALPHA = 6 (points 0, +-1, +-2; constants up to 8 and down to 1/24) 10-20x that: 
 1/2 added; constants down to 1/120) about as much as F(2x2, 5x5), and F(2x2, 7x7) (ALPHA = 8, the
 points +-1/2 added; constants down to 1/360) about as much again (measured against the float64
 reference in tests/algorithms/test_gemm_configs.py, whose bounds say so).  The workspaces hold
-the transformed input and the products: ALPHA^2 / M^2 (4x, 2.25x, 9x, 5.4x, 16x) the input and the output (the
-output gradient, for the weight gradient) in size; the algorithm declines when they pass the
+the transformed input and the products: ALPHA^2 / M^2 (4x, 2.25x, 9x, 5.4x, 16x) the input and the
+output (the output gradient, for the weight gradient) in size; the algorithm declines when they pass the
 workspace limit.
 """
 
@@ -213,8 +214,7 @@ class Winograd(Algorithm):
         has one output per 2x2 tile in the forward (0.77), and its data gradient runs the 7x7 kernel
         over a 1x1 dy padded by 6: 16 tiles of 64 products an image for 49 taps of work (0.05)."""
         g = problem.geometry
-        direct = g.batch * g.out_size[0] * g.out_size[1] * g.out_size[2] * g.kernel_volume
-        return direct / min(self.gemm_work(problem, m) for m in SIDES[kernel_side(problem)])
+        return g.batch * g.out_pixels * g.kernel_volume / min(self.gemm_work(problem, m) for m in SIDES[kernel_side(problem)])
 
     def _shape(self, problem: Problem, conv: dict, ksplit: int = 0) -> GemmShape:
         """The GEMMs, G * ALPHA^2 of them: forward and data gradient M[t] = U[t] V[t] (C_out x tiles,

@@ -1,5 +1,5 @@
 """Leave one list out: for a GEMM family's GPU tile order (gemm.gemm_tiles' cost), which weighting
-of the work-item shortfall (FILL_WORK_ITEMS, its power) and of the blocks' local loads per FMA,
+of the work-item shortfall (TileWeights.fill_items and fill_power) and of the blocks' local loads per FMA,
 with or without LARGE_GEMM_TILE's promotion, picks tiles nearest the fastest, judged on each list
 of heuristic_check's sets with the weights chosen on the others; against the order as it stands.
 Offline, on the all-tiles runs (every GPU tile timed; docs/perf/gemm_all_tiles.py).
@@ -56,30 +56,14 @@ def layer_passes(algorithm_name: str, pass_: str, files: list[str], device) -> l
 
 
 def first_tile(algorithm, fit, row_data, weights) -> dict:
-    """The tile gemm_tiles' cost puts first under ``weights`` (GRID's form)."""
+    """The tile gemm_tiles puts first under ``weights`` (GRID's form: no fill term where its
+    work-item count is None, LARGE_GEMM_TILE's promotion only where the algorithm allows it)."""
     _, g, problem, shape = row_data
     fill, power, loads, large = weights
-    units = fit.compute_units
-    tiles = [t for t in gemm.GPU_TILES if gemm._tile_fits(t, fit, 4)]
-
-    def cost(tile):
-        waste = gemm.edge_waste(shape.M, shape.N, tile[0], tile[1])
-        count = -(-shape.M // tile[0]) * -(-shape.N // tile[1]) * g.groups
-        waste *= max(1.0, units / count)
-        if fill:
-            items = count * gemm.work_items(dict(zip(gemm.TILE_KEYS, tile)))
-            waste *= max(1.0, units * fill / items) ** power
-        return waste
-
-    ranked = sorted(tiles, key=lambda t: cost(t) * (1 + loads * gemm.local_loads_per_fma(t[3], t[4])))
-    promote = large and getattr(algorithm, "large_blocks", lambda *_: True)(problem, shape)
-    if promote and gemm.LARGE_GEMM_TILE in ranked and ranked[0] != gemm.LARGE_GEMM_TILE:
-        count = -(-shape.M // gemm.LARGE_GEMM_TILE[0]) * -(-shape.N // gemm.LARGE_GEMM_TILE[1]) * g.groups
-        if (count >= gemm.LARGE_GEMM_WAVES * units
-                and cost(gemm.LARGE_GEMM_TILE) <= cost(ranked[0]) * gemm.LARGE_GEMM_WASTE):
-            ranked.remove(gemm.LARGE_GEMM_TILE)
-            ranked.insert(0, gemm.LARGE_GEMM_TILE)
-    return dict(zip(gemm.TILE_KEYS, ranked[0]))
+    tile_weights = gemm.TileWeights(fill_power=power if fill else 0.0, loads=loads, fill_items=fill or 1)
+    allowed = getattr(algorithm, "large_blocks", lambda *_: True)(problem, shape)
+    return gemm.gemm_tiles(shape.M, shape.N, fit, 4, limit=1, groups=g.groups, large_blocks=large and allowed,
+                           weights=tile_weights)[0]
 
 
 def log_ratios(algorithm, fit, device, data, weights) -> list:

@@ -365,6 +365,16 @@ PLAIN_WEIGHTS = TileWeights(fill_power=0.5, loads=LOCAL_LOAD_WEIGHT)
 # gave 1.078x.  The same weights took the implicit GEMM's forwards from 1.049x to 1.116x and
 # gemm1x1's from 1.115x to 1.121x (docs/perf/h200-all-tiles-*.json), so they stay with these.
 COLUMN_WEIGHTS = TileWeights(fill_power=1.0, loads=1.0)
+# Where GPU tiles waste the same, a GEMM whose tile loads read plain matrices (gemm1x1's operands in
+# place, im2col's column buffer: gemm_tiles' ``matrices``) takes the one of wider vectors: the table puts the 32x64 tile (2x4
+# blocks, vectors of 2, 256 work-items) before the 32x32 one (4x4 blocks, vectors of 4, 64
+# work-items), which share their rows' waste.  On an H200, every tile timed
+# (docs/perf/h200-all-tiles-*.json): gemm1x1's first tile 1.115x the fastest -> 1.076x over 28
+# forwards and 1.083x -> 1.056x over 36 data gradients (DenseNet-121's 1x1 544 -> 128 forward 1.47x
+# -> 1.10x, ShuffleNet's grouped 1x1 1.36x -> 1.06x); the implicit GEMMs' tile loads gather per
+# element, where the 256 work-items won (their weight gradients 1.114x -> 1.155x), so they keep
+# the table's order.
+VECTOR_TIES = True
 TILE_CANDIDATES = 4  # tiles an algorithm offers per GEMM (and tuning measures), best guess first
 # A contraction this short (few input channels x taps: a network's first layer, K = 27 for 3
 # channels and a 3x3 kernel), where one operand's tile loads gather it through an implicit im2col
@@ -415,7 +425,8 @@ def gather_rank(m: int, n: int, tile: Mapping[str, Any], gathered: str, units: i
 
 def gemm_tiles(m: int, n: int, fit: limits.Limits, itemsize: int, limit: int = TILE_CANDIDATES, groups: int = 1,
                vector_first: bool = True, layout: str = CHANNELS_FIRST, plain: bool = False, k: int = 0,
-               gathered: str = "", large_blocks: bool = True, weights: TileWeights | None = None) -> list[dict]:
+               gathered: str = "", large_blocks: bool = True, weights: TileWeights | None = None,
+               matrices: bool = True) -> list[dict]:
     """Tiles that fit the device, best guess first: least work wasted on the matrix edges, enough
     work-groups to fill every compute unit (on a GPU), then the table's order of preference.  On a
     GPU, a GEMM that gathers operand ``gathered`` ("a" or "b": gathered_operand) ranks by its
@@ -426,7 +437,9 @@ def gemm_tiles(m: int, n: int, fit: limits.Limits, itemsize: int, limit: int = T
     activations, so channels-last ``layout`` gets the local-memory tiles only.  ``large_blocks``:
     whether LARGE_GEMM_TILE may come first (not where the tile loads address an operand through an
     implicit im2col or col2im).  ``weights``: the GPU weighting of a GEMM of plain matrices
-    (PLAIN_WEIGHTS where ``plain``)."""
+    (PLAIN_WEIGHTS where ``plain``).  ``matrices``: whether the tile loads read both operands as
+    matrices, without an im2col address per element (ties of waste then go to wider vectors on a
+    GPU: VECTOR_TIES)."""
     gpu = fit.gpu
     weights = weights or (PLAIN_WEIGHTS if plain else None)
     tiles = [t for t in (GPU_TILES if gpu else CPU_TILES) if _tile_fits(t, fit, itemsize)]
@@ -468,10 +481,16 @@ def gemm_tiles(m: int, n: int, fit: limits.Limits, itemsize: int, limit: int = T
         # the GPU's weighting)
         return -tile[3] * tile[4] if plain and not gpu else 0
 
+    def vector(tile) -> int:
+        # on a GPU, where the tile loads read the operands as matrices (``matrices``), ties go to
+        # the wider vector: the 32x32 tile's 4x4 blocks in vectors of 4 before the 32x64 tile's
+        # 2x4 blocks in vectors of 2 (VECTOR_TIES)
+        return -tile[5] if gpu and matrices and VECTOR_TIES else 0
+
     if gpu and gathered:
         tiles.sort(key=lambda tile: gather_rank(m, n, dict(zip(TILE_KEYS, tile)), gathered, units, groups))
     else:
-        tiles.sort(key=lambda tile: (cost(tile) * local_loads(tile), block(tile)))  # stable: ties keep the table's order
+        tiles.sort(key=lambda tile: (cost(tile) * local_loads(tile), block(tile), vector(tile)))  # stable: ties keep the table's order
         if gpu and not plain and large_blocks and LARGE_GEMM_TILE in tiles and tiles[0] != LARGE_GEMM_TILE:
             large = -(-m // LARGE_GEMM_TILE[0]) * -(-n // LARGE_GEMM_TILE[1]) * groups >= LARGE_GEMM_WAVES * units
             if large and cost(LARGE_GEMM_TILE) <= cost(tiles[0]) * LARGE_GEMM_WASTE:

@@ -27,6 +27,11 @@ class ImplicitGemm(Algorithm):
         input or dy per element."""
         return False
 
+    def reads_matrices(self, problem: Problem) -> bool:
+        """Whether the tile loads read both operands as matrices (gemm.VECTOR_TIES): not here,
+        where they address the input or dy per element."""
+        return False
+
     def _shape(self, problem: Problem) -> GemmShape:
         return implicit_shape(problem)
 
@@ -34,7 +39,8 @@ class ImplicitGemm(Algorithm):
         shape = self._shape(problem)
         return gemm_tiles(shape.M, shape.N, limits.of(device), problem.itemsize, groups=problem.geometry.groups,
                           vector_first=vector_first(problem, shape), layout=problem.layout, k=weight_contraction(shape),
-                          gathered=gathered_operand(problem, shape), large_blocks=self.large_blocks(problem, shape))
+                          gathered=gathered_operand(problem, shape), large_blocks=self.large_blocks(problem, shape),
+                          matrices=self.reads_matrices(problem))
 
     def plan(self, problem, config, device):
         calls, workspaces = gemm_calls(problem, self._shape(problem), tile_config(config), problem.index_type(),
@@ -53,6 +59,10 @@ class Gemm1x1(ImplicitGemm):
         if problem.pass_ != "forward":
             return True
         return global_vectors(problem, shape, dict(zip(TILE_KEYS, LARGE_GEMM_TILE)))[1]
+
+    def reads_matrices(self, problem):
+        """A 1x1 kernel's operands are strided matrices, read in place (strided ones in scalars)."""
+        return True
 
     def decline_reason(self, problem, device):
         reason = super().decline_reason(problem, device)

@@ -41,8 +41,8 @@ def test_gpu_tiles_fill_the_compute_units():
 
 
 def test_plain_matrices_weigh_local_loads_against_waste():
-    def first(m, plain):
-        tile = gemm_tiles(m, 128 * 1024, _fake_gpu(), 4, plain=plain)[0]
+    def first(m, plain, matrices=True):
+        tile = gemm_tiles(m, 128 * 1024, _fake_gpu(), 4, plain=plain, matrices=matrices)[0]
         return tile["TM"], tile["TN"], tile["WM"], tile["WN"]
     # every tile divides 128 rows: plain matrices (Winograd's workspaces) take the first 8x8 block
     # (16 local loads per 64 FMAs); convolution views, 16 waves of work-groups here, the large GEMMs'
@@ -50,9 +50,12 @@ def test_plain_matrices_weigh_local_loads_against_waste():
     assert first(128, plain=False) == LARGE_GEMM_TILE[:2] + LARGE_GEMM_TILE[3:5]
     assert first(128, plain=True)[2:] == (8, 8)
     # 32 rows: a 64-row tile does twice the work, more than its blocks save; among the 32-row tiles
-    # the 4x4 block (8 local loads per 16 FMAs, 2x4: 6 per 8) on plain matrices, the table's order else
+    # the 4x4 block (8 local loads per 16 FMAs, 2x4: 6 per 8) on plain matrices; on a convolution's
+    # matrices read in place, which waste the same in either, the wider vectors (VECTOR_TIES: 4 against
+    # the 2x4 block's 2); where the tile loads address each element (implicit GEMMs), the table's order
     assert first(32, plain=True) == (32, 32, 4, 4)
-    assert first(32, plain=False) == (32, 64, 2, 4)
+    assert first(32, plain=False) == (32, 32, 4, 4)
+    assert first(32, plain=False, matrices=False) == (32, 64, 2, 4)
 
 
 def test_large_gemms_take_the_8x8_blocks():

@@ -481,7 +481,7 @@ def gemm_tiles(m: int, n: int, fit: limits.Limits, itemsize: int, limit: int = T
         # the GPU's weighting)
         return -tile[3] * tile[4] if plain and not gpu else 0
 
-    def vector(tile) -> int:
+    def wider_vector(tile) -> int:
         # on a GPU, where the tile loads read the operands as matrices (``matrices``), ties go to
         # the wider vector: the 32x32 tile's 4x4 blocks in vectors of 4 before the 32x64 tile's
         # 2x4 blocks in vectors of 2 (VECTOR_TIES)
@@ -490,7 +490,7 @@ def gemm_tiles(m: int, n: int, fit: limits.Limits, itemsize: int, limit: int = T
     if gpu and gathered:
         tiles.sort(key=lambda tile: gather_rank(m, n, dict(zip(TILE_KEYS, tile)), gathered, units, groups))
     else:
-        tiles.sort(key=lambda tile: (cost(tile) * local_loads(tile), block(tile), vector(tile)))  # stable: ties keep the table's order
+        tiles.sort(key=lambda tile: (cost(tile) * local_loads(tile), block(tile), wider_vector(tile)))  # stable: ties keep the table's order
         if gpu and not plain and large_blocks and LARGE_GEMM_TILE in tiles and tiles[0] != LARGE_GEMM_TILE:
             large = -(-m // LARGE_GEMM_TILE[0]) * -(-n // LARGE_GEMM_TILE[1]) * groups >= LARGE_GEMM_WAVES * units
             if large and cost(LARGE_GEMM_TILE) <= cost(tiles[0]) * LARGE_GEMM_WASTE:

@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import statistics
 import sys
 import time
@@ -158,7 +159,8 @@ def tune_main(argv: list[str] | None = None) -> int:
                                      "algorithm x tile configuration and store the winner in the tuning database.")
     _common_arguments(parser)
     parser.add_argument("--force", action="store_true", help="measure again even where the database has a winner")
-    parser.add_argument("--json", metavar="FILE", help="write what was tuned (winner, candidate times) as JSON")
+    parser.add_argument("--json", metavar="FILE", help="write what was tuned (winner, candidate times) as JSON, "
+                        "rewritten after every layer-pass (a run cut short keeps what it measured)")
     args = parser.parse_args(argv)
 
     queue = devices.queue_for(args.device)
@@ -179,6 +181,8 @@ def tune_main(argv: list[str] | None = None) -> int:
             runner, entry = planner.tune(problem, queue, measure=True)
             done.append({"layer": layer.label, "pass": pass_, "key": problem.key(), "seconds": time.perf_counter() - t0,
                          "algorithm": runner.algorithm, "config": runner.config, "times_ms": entry.get("times_ms", {})})
+            if args.json:
+                _write_tuned(args.json, queue, time.perf_counter() - t_start, done)
     progress.close()
     total = time.perf_counter() - t_start
     for d in done:
@@ -189,9 +193,17 @@ def tune_main(argv: list[str] | None = None) -> int:
     print(f"tuned {len(done)} layer-passes in {total:.1f} s (median {statistics.median(per) if per else 0:.2f} s, "
           f"max {max(per) if per else 0:.2f} s per layer-pass); {skipped} already tuned")
     if args.json:
-        with open(args.json, "w") as handle:
-            json.dump({"device": queue.device.name.strip(), "total_s": total, "tuned": done}, handle, indent=1, default=str)
+        _write_tuned(args.json, queue, total, done)
     return 0
+
+
+def _write_tuned(path: str, queue: cl.CommandQueue, total: float, done: list[dict]) -> None:
+    """``clconv tune --json``'s file, replaced whole (a partial file never stands in for it): the
+    layer-passes measured so far, so that a run stopped by a time limit keeps them."""
+    partial = f"{path}.partial"
+    with open(partial, "w") as handle:
+        json.dump({"device": queue.device.name.strip(), "total_s": total, "tuned": done}, handle, indent=1, default=str)
+    os.replace(partial, path)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ import json
 
 import numpy as np
 import pyopencl as cl
+import pytest
 
 import clconv
 from clconv import tuning
@@ -57,6 +58,33 @@ def test_tune_measures_and_stores(tmp_path, monkeypatch, capsys, queue):
     # a second run finds it tuned and measures nothing
     assert tune_main([desc, "--passes", "backward_data", "--quiet"]) == 0
     assert "1 already tuned" in capsys.readouterr().out
+
+
+def test_tune_json_keeps_what_a_stopped_run_measured(tmp_path, monkeypatch, queue):
+    """A tuning run cut short (a time limit, Ctrl-C) leaves its --json file with every layer-pass
+    measured before it stopped, never a half-written one."""
+    from clconv.tools.bench import tune_main
+
+    from clconv import planner
+
+    monkeypatch.setenv("CLCONV_CACHE_DIR", str(tmp_path / "cache"))
+    tuning.forget_memory()
+    monkeypatch.setattr(planner, "MAX_CANDIDATES", 2)
+    real_tune, calls = planner.tune, []
+
+    def stopped_at_the_second(problem, queue, measure=True):
+        calls.append(problem.pass_)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real_tune(problem, queue, measure=measure)
+
+    monkeypatch.setattr(planner, "tune", stopped_at_the_second)
+    out = tmp_path / "t.json"
+    with pytest.raises(KeyboardInterrupt):
+        tune_main(["mb1ic4ih5oc3oh5kh1ph0", "--passes", "forward,backward_data", "--quiet", "--json", str(out)])
+    (done,) = json.loads(out.read_text())["tuned"]
+    assert done["pass"] == "forward" and done["times_ms"]
+    assert not (tmp_path / "t.json.partial").exists()
 
 
 def test_bench_merges_runs_taking_each_librarys_fastest_time(tmp_path, capsys):

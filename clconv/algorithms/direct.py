@@ -7,6 +7,7 @@ import math
 from .. import limits, settings
 from ..limits import pow2_at_most
 from ..passes import PASSES
+from ..geometry import ConvGeometry
 from ..plan import CHANNELS_FIRST, LAYOUTS, Arg, Plan, Problem, rounded
 from .base import Algorithm, call, pass_args, source
 from .reduce import splitk_sum
@@ -21,6 +22,27 @@ def strip_rows(height: int) -> int:
     if height < STRIP_ROWS[0]:
         return 1
     return min(STRIP_ROWS, key=lambda r: (-height % r, r))
+
+
+# The strip forward unrolls the kernel's weights and every input value under a strip into registers
+# (KH x KW weights, U x KW values for the U input rows under R output rows, R sums), so that all its
+# loads are in flight at once.  On an H200 (the stored tuning runs' forwards that timed both,
+# docs/perf/h200-tune-*.json), strips ran in 0.44-0.89x one output per work-item's time on 3x3 to
+# 11x11 kernels and DeepSpeech2's 21x11 (578 such values: 0.59x), and lost on all three above:
+# DeepSpeech2's 41x11 (972 values: 1.11x), ViT's 16x16 patches (2055: 1.75x), RepLKNet's 31x31
+# depthwise (2019: 5.24x, 8.3 against 1.6 ms; docs/perf/h200-tune-sixth.json).  Kernels one row
+# tall, which share weights but no input rows, split: 0.66-0.83x on 1x1 output layers
+# (docs/perf/h200-direct-blocks-outputs.json), 1.05-1.25x on Inception's 1x7 and 1x3 and 3D
+# kernels of one tap; they keep the strips.
+STRIP_MAX_VALUES = 768
+
+
+def strips_pay(geometry: ConvGeometry, rows: int) -> bool:
+    """Whether the strip forward (``rows`` output rows per work-item) goes before one output per
+    work-item: where its registers hold at most STRIP_MAX_VALUES weights, input values and sums."""
+    kh, kw = geometry.kernel[1], geometry.kernel[2]
+    under = (rows - 1) * geometry.stride[1] + (kh - 1) * geometry.dilation[1] + 1
+    return kh * kw + under * kw + rows <= STRIP_MAX_VALUES
 
 
 # The weight gradient in blocks (clc_direct_backward_weight_blocks).  Measured on an H200 over 18
@@ -271,8 +293,10 @@ class Direct(Algorithm):
         rows = strip_rows(problem.geometry.out_size[1])
         if problem.pass_ == "forward" and fit.gpu and rows > 1:
             # strips of output rows: each input row loaded once for all the kernel rows it feeds
-            # (on an H200, depthwise 3x3 at 56x56: 0.042 ms against 0.084 one output per work-item)
-            out.insert(0, {"wg": out[0]["wg"], "rows": rows})
+            # (on an H200, depthwise 3x3 at 56x56: 0.042 ms against 0.084 one output per work-item);
+            # first where they pay (strips_pay), else a candidate after one output per work-item
+            strip = {"wg": out[0]["wg"], "rows": rows}
+            out.insert(0 if strips_pay(problem.geometry, rows) else len(out), strip)
         block = forward_block(problem, device)
         if block is not None:
             first = forward_blocks_first(problem) or grouped_blocks_first(problem)

@@ -407,6 +407,30 @@ def test_output_layers_take_direct_strips_on_gpus():
     assert first("n4g1c64o3i256x256k3x3s1x1p1x1d1x1", "channels_last")[0] != "direct"
 
 
+def test_direct_strips_only_where_their_registers_hold():
+    """direct.strips_pay on the H200 stand-in: the strip forward unrolls a strip's weights and input
+    values into registers; a 3x3 depthwise and DeepSpeech2's 21x11 (578 values) take strips first,
+    RepLKNet's 31x31 depthwise (2019 values: 5.2x the time of one output per work-item) and
+    DeepSpeech2's 41x11 (972) take one output per work-item first, the strips after it."""
+    from clconv.algorithms.direct import STRIP_MAX_VALUES, strip_rows, strips_pay
+
+    h200 = H200.stand_in()
+    direct = REGISTRY["direct"]
+
+    def direct_first(tag):
+        return direct.configs(_problem(tag), h200)[0]
+
+    assert direct_first("n16g128c128o128i56x56k3x3s1x1p1x1d1x1") == {"wg": 256, "rows": 4}
+    assert direct_first("n16g128c128o128i56x56k31x31s1x1p15x15d1x1") == {"wg": 256}
+    assert {"wg": 256, "rows": 4} in direct.configs(_problem("n16g128c128o128i56x56k31x31s1x1p15x15d1x1"), h200)
+    speech = "n16g1c32o32i81x80k21x11s2x1p10x5d1x1", "n16g1c1o32i161x80k41x11s2x2p20x5d1x1"
+    kept, dropped = (geometry(tag) for tag in speech)
+    assert strips_pay(kept, strip_rows(kept.out_size[1])) and not strips_pay(dropped, strip_rows(dropped.out_size[1]))
+    # the bound counts weights, the input values under a strip, and its sums
+    g = geometry("n1g1c1o1i64x64k15x15s1x1p7x7d1x1")
+    assert strips_pay(g, 4) == (15 * 15 + (3 + 15) * 15 + 4 <= STRIP_MAX_VALUES)
+
+
 def test_rules_from_layers_of_networks_no_list_had():
     """The GPU order on the H200 stand-in for the misses of docs/perf/h200-closing-layers.txt and
     h200-closing-holdout-layers.txt (2026-12-04), each against a neighbour that keeps the order."""

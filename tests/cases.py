@@ -495,13 +495,17 @@ COVER = [
 
 # Small convolutions whose gradients and transposed twins run through every algorithm
 # (tests/algorithms/test_matrix.py): stride past the kernel, padding past the span, asymmetric
-# padding, dilation, groups, 1x1 strided, 3D depthwise; bias for the transposed ops.
+# padding, dilation, groups, 1x1 strided, 3D depthwise, patches; bias for the transposed ops.
 GRADIENT_CASES = [
     Case(1, 1, 3, 4, (15,), (2,), 3, 2, note="stride3>k2-pad2>span-op2"),
     Case(2, 2, 4, 6, (7, 8), (3, 2), (1, 2), ((1, 2), (0, 1)), (2, 1), 2, bias=True),
     Case(2, 2, 5, 3, (7, 6), (1, 1), 2, 0, bias=True),
     Case(3, 2, 4, 4, (5, 5, 4), (2, 3, 2), (2, 2, 1), (1, 1, 0), (1, 1, 2), 4, bias=True, note="depthwise"),
     Case(3, 2, 4, 6, (3, 6, 5), (1, 3, 3), 1, (0, 1, 1), 1, 2, bias=True, note="one-deep-grouped"),
+    # the data gradients' gathers step over the taps a stride apart (prelude.source_taps): rows of a
+    # 5-tap kernel at stride 2 and padding 2, columns in patches (kernel = stride 3) with the tenth
+    # column reached by none
+    Case(2, 2, 3, 4, (10, 10), (5, 3), (2, 3), (2, 0), note="strided-taps-and-patches"),
 ]
 
 # Transposed convolutions with no ordinary twin: output_padding >= stride (allowed below the

@@ -248,15 +248,9 @@ ${element("CLC_IP", "CLC_CIN")}
     __global const clc_data* restrict w = w_base + w_off + ((clc_idx)g * CLC_CO * CLC_CI + ci) * CLC_KV;
 
     clc_real acc = (clc_real)0;
-    for (int kd = 0; kd < CLC_KD; ++kd) {
-        const int od = clc_source_index(id, CLC_PD, kd, CLC_DD, CLC_SD, CLC_OD);
-        if (od < 0) continue;
-        for (int kh = 0; kh < CLC_KH; ++kh) {
-            const int oh = clc_source_index(ih, CLC_PH, kh, CLC_DH, CLC_SH, CLC_OH);
-            if (oh < 0) continue;
-            for (int kw = 0; kw < CLC_KW; ++kw) {
-                const int ow = clc_source_index(iw, CLC_PW, kw, CLC_DW, CLC_SW, CLC_OW);
-                if (ow < 0) continue;
+    ${prelude.source_taps(geom, 0, "kd", "od", "id", 8)}
+        ${prelude.source_taps(geom, 1, "kh", "oh", "ih", 12)}
+            ${prelude.source_taps(geom, 2, "kw", "ow", "iw", 16)}
                 const clc_idx po = CLC_OUT_OFFSET(od, oh, ow);
                 const int tap = (kd * CLC_KH + kh) * CLC_KW + kw;
                 for (int co = 0; co < CLC_CO; ++co)

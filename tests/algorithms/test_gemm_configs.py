@@ -106,6 +106,16 @@ def test_im2col_with_vector_tiles(queue, rng, pass_):
     _run(queue, rng, ODD_3X3, pass_, "im2col", _tile("vw4-uneven-loads"))
 
 
+@pytest.mark.parametrize("tag", ["n2g1c3o4i10x10k5x3s2x3p2x0d1x1", "n1g1c2o4i4x9x9k2x4x4s2x4x4p0x0x0d1x1x1", GROUPED],
+                         ids=["taps-by-stride-and-patches", "3d-patches", "g2k3s2d2"])
+def test_im2col_gpu_col2im_on_strided_layers(queue, rng, tag):
+    """The GPU tiles' col2im (clc_col2im, a gather per dx element; CPU tiles fold rows instead):
+    strided without dilation it visits only the taps a stride apart that land on the output grid
+    (prelude.source_taps), patches (kernel = stride) one tap a dim, the last column and rows of a
+    9-wide image reached by none; with dilation, every tap tested."""
+    _run(queue, rng, tag, "backward_data", "im2col", _tile("vw4-uneven-loads"), bias=True)
+
+
 def test_splitk_with_vector_tiles(queue, rng):
     _run(queue, rng, LONG_CONTRACTION, "backward_weight", "splitk", {**_tile("vw4-uneven-loads"), "splits": 4})
 

@@ -253,6 +253,9 @@ def child(which: str, every_config: bool) -> int:
             ("n2g2c40o16i4x6k1x1s1x1p0x0d1x1", "backward_data", "gemm1x1", vector_tile),
             ("n2g1c40o8i8x8k3x3s1x1p1x1d1x1", "forward", "im2col", vector_tile),
             ("n2g1c8o40i8x8k3x3s1x1p1x1d1x1", "backward_data", "im2col", vector_tile),
+            # clc_col2im stepping over the taps a stride apart (prelude.source_taps): a 5-tap
+            # kernel at stride 2 with padding, patches (kernel = stride) that leave a column unread
+            ("n2g1c3o4i10x10k5x3s2x3p2x0d1x1", "backward_data", "im2col", vector_tile),
             # split-K's 1x1 weight gradient reads the input in place (b_input_pointwise_t) in pieces
             ("n4g1c32o20i8x6k1x1s1x1p0x0d1x1", "backward_weight", "splitk", {**vector_tile, "splits": 2}),
             ("n2g1c40o8i8x8k3x3s1x1p1x1d1x1", "backward_weight", "winograd", {"m": 2, **vector_tile})):

@@ -80,6 +80,10 @@ SETS = {  # name: (shape specs, batch override, tuning run)
     # written on 2026-12-04 (twentieth session) before it was measured, after F(2x2, 7x7), to judge
     # the heuristic as it stood
     "fifth": ([str(HERE / "h200-fifth-layers.txt")], None, "h200-tune-fifth.json"),
+    # written on 2026-12-04 (twenty-first session) before it was measured and before that session
+    # changed anything; its tuning run covers the second half of the list (the first half's was cut
+    # by the device's time limit before it wrote anything), every GEMM tile timed on both halves
+    "sixth": ([str(HERE / "h200-sixth-layers.txt")], None, "h200-tune-sixth.json"),
 }
 
 # Runs that re-timed every tile of some layer-passes after their kernel changed: their times replace
@@ -104,10 +108,12 @@ RETUNED = {"h200-retune-7x7.json": ("fresh", "fourth")}
 # seventh (twentieth) every set's data gradients the heuristic gives im2col, after dy's rows were
 # read as vectors: scaled, not in place of the stored times (RETIMED), because a tiny pass's two
 # launches ran 0.028 ms in it against 0.019 in its tuning run, the gap between them the host's;
-# the eighth (twentieth) the data gradients the heuristic gives gemm1x1, after its in-place view.
+# the eighth (twentieth) the data gradients the heuristic gives gemm1x1, after its in-place view;
+# the ninth (twenty-first) every tile of the sixth list's GEMM passes.
 ALL_TILES = ("h200-all-tiles-a.json", "h200-all-tiles-b.json", "h200-all-tiles-closing.json",
              "h200-all-tiles-closing-holdout.json", "h200-all-tiles-fourth.json", "h200-all-tiles-7x7.json",
-             "h200-all-tiles-im2col-data-retimed.json", "h200-all-tiles-gemm1x1-data-retimed.json")
+             "h200-all-tiles-im2col-data-retimed.json", "h200-all-tiles-gemm1x1-data-retimed.json",
+             "h200-all-tiles-sixth.json")
 
 
 # Runs of docs/perf/splitk_result_passes.py (2026-12-03, twelfth session): every candidate of the

@@ -270,18 +270,20 @@ ${capture(getattr(ns, entry)).strip("\n")}
 ## A data-gradient gather's loop over the taps of one dim (0, 1, 2: D, H, W) that can reach input
 ## index `i`, opening a block where `o` is the output index tap `k` came from (the caller closes
 ## it).  Strided without dilation, only every stride-th tap lands on the output grid, the first at
-## (i + pad) % stride: a kernel as wide as its stride (a ViT or VideoMAE patch embedding, 16 taps
-## a side) then visits one tap a dim, where the whole loop visits all and tests each; otherwise
-## every tap, each tested (clc_source_index).
+## (i + pad) % stride: the loop visits ceil(kernel / stride) of them (a fixed count, which the
+## compiler can unroll as it does the whole loop), one tap a dim for a kernel as wide as its
+## stride (a ViT or VideoMAE patch embedding, 16 taps a side, where the whole loop tests 16);
+## otherwise every tap, each tested (clc_source_index).
 <%def name="source_taps(geom, dim, k, o, i, body)"><%
     D = "DHW"[dim]
     stride, dilation = geom.stride[dim], geom.dilation[dim]
     pad = " " * body  # the block's indentation
 %>\
 % if stride > 1 and dilation == 1:
-for (int ${k} = (${i} + CLC_P${D}) % CLC_S${D}; ${k} < CLC_K${D}; ${k} += CLC_S${D}) {
+for (int ${k}_step = 0; ${k}_step < ${-(-geom.kernel[dim] // stride)}; ++${k}_step) {
+${pad}const int ${k} = (${i} + CLC_P${D}) % CLC_S${D} + ${k}_step * CLC_S${D};
 ${pad}const int ${o} = (${i} + CLC_P${D} - ${k}) / CLC_S${D};
-${pad}if (${o} < 0 || ${o} >= CLC_O${D}) continue;\
+${pad}if (${k} >= CLC_K${D} || ${o} < 0 || ${o} >= CLC_O${D}) continue;\
 % else:
 for (int ${k} = 0; ${k} < CLC_K${D}; ++${k}) {
 ${pad}const int ${o} = clc_source_index(${i}, CLC_P${D}, ${k}, CLC_D${D}, CLC_S${D}, CLC_O${D});

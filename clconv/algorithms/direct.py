@@ -5,9 +5,9 @@ from __future__ import annotations
 import math
 
 from .. import limits, settings
+from ..geometry import ConvGeometry
 from ..limits import pow2_at_most
 from ..passes import PASSES
-from ..geometry import ConvGeometry
 from ..plan import CHANNELS_FIRST, LAYOUTS, Arg, Plan, Problem, rounded
 from .base import Algorithm, call, pass_args, source
 from .reduce import splitk_sum

@@ -366,9 +366,9 @@ PLAIN_WEIGHTS = TileWeights(fill_power=0.5, loads=LOCAL_LOAD_WEIGHT)
 # gemm1x1's from 1.115x to 1.121x (docs/perf/h200-all-tiles-*.json), so they stay with these.
 COLUMN_WEIGHTS = TileWeights(fill_power=1.0, loads=1.0)
 # Where GPU tiles waste the same, a GEMM whose tile loads read plain matrices (gemm1x1's operands in
-# place, im2col's column buffer: gemm_tiles' ``matrices``) takes the one of wider vectors: the table puts the 32x64 tile (2x4
-# blocks, vectors of 2, 256 work-items) before the 32x32 one (4x4 blocks, vectors of 4, 64
-# work-items), which share their rows' waste.  On an H200, every tile timed
+# place, im2col's column buffer: gemm_tiles' ``matrices``) takes the one of wider vectors: the
+# table puts the 32x64 tile (2x4 blocks, vectors of 2, 256 work-items) before the 32x32 one (4x4
+# blocks, vectors of 4, 64 work-items), which share their rows' waste.  On an H200, every tile timed
 # (docs/perf/h200-all-tiles-*.json): gemm1x1's first tile 1.115x the fastest -> 1.076x over 28
 # forwards and 1.083x -> 1.056x over 36 data gradients (DenseNet-121's 1x1 544 -> 128 forward 1.47x
 # -> 1.10x, ShuffleNet's grouped 1x1 1.36x -> 1.06x); the implicit GEMMs' tile loads gather per
@@ -490,7 +490,8 @@ def gemm_tiles(m: int, n: int, fit: limits.Limits, itemsize: int, limit: int = T
     if gpu and gathered:
         tiles.sort(key=lambda tile: gather_rank(m, n, dict(zip(TILE_KEYS, tile)), gathered, units, groups))
     else:
-        tiles.sort(key=lambda tile: (cost(tile) * local_loads(tile), block(tile), wider_vector(tile)))  # stable: ties keep the table's order
+        # stable: ties keep the table's order
+        tiles.sort(key=lambda tile: (cost(tile) * local_loads(tile), block(tile), wider_vector(tile)))
         if gpu and not plain and large_blocks and LARGE_GEMM_TILE in tiles and tiles[0] != LARGE_GEMM_TILE:
             large = -(-m // LARGE_GEMM_TILE[0]) * -(-n // LARGE_GEMM_TILE[1]) * groups >= LARGE_GEMM_WAVES * units
             if large and cost(LARGE_GEMM_TILE) <= cost(tiles[0]) * LARGE_GEMM_WASTE:

@@ -266,7 +266,6 @@ ${capture(getattr(ns, entry)).strip("\n")}
 % endfor
 </%def>
 
-## The integer type as wide as clc_real, with `lanes` lanes: the mask type of select() on clc_real vectors.
 ## A data-gradient gather's loop over the taps of one dim (0, 1, 2: D, H, W) that can reach input
 ## index `i`, opening a block where `o` is the output index tap `k` came from (the caller closes
 ## it).  Strided without dilation, only every stride-th tap lands on the output grid, the first at
@@ -290,4 +289,6 @@ ${pad}const int ${o} = clc_source_index(${i}, CLC_P${D}, ${k}, CLC_D${D}, CLC_S$
 ${pad}if (${o} < 0) continue;\
 % endif
 </%def>
+
+## The integer type as wide as clc_real, with `lanes` lanes: the mask type of select() on clc_real vectors.
 <%def name="mask_type(real, lanes)">${'long' if real == 'double' else 'int'}${lanes}</%def>

@@ -48,7 +48,7 @@ from clconv.plan import Problem
 from . import shapes
 from .first_call import first_call_costs
 from .libraries import load_torch
-from .report import Progress, pass_label, print_table, read_runs, write_outputs
+from .report import Progress, pass_label, print_table, read_runs, write_json, write_outputs
 from .timing import bench_layer
 
 
@@ -102,7 +102,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--from-json", metavar="FILE", nargs="+",
                         help="no measuring: reprint (and --csv/--plot) the rows of earlier --json files; of "
                              "several runs of one set, each row's fastest time per library (a noisy machine)")
-    parser.add_argument("--json", metavar="FILE", help="write the rows and summary as JSON")
+    parser.add_argument("--json", metavar="FILE", help="write the rows and summary as JSON, rewritten after every "
+                        "layer (meta.complete false until the run ends: a run cut short keeps what it measured)")
     parser.add_argument("--csv", metavar="FILE", help="write the rows as CSV")
     parser.add_argument("--plot", metavar="FILE.png", help="plot GFLOP/s per layer-pass against the reference (matplotlib)")
     args = parser.parse_args(argv)
@@ -145,10 +146,12 @@ def main(argv: list[str] | None = None) -> int:
         rows += bench_layer(layer, passes, queue, algorithm=args.algorithm, repeats=repeats, torch=torch,
                             numpy_baseline=numpy_baseline, check=args.check, rng=rng, progress=progress,
                             statistic=min if args.stat == "min" else statistics.median, stream=not args.no_stream)
+        if args.json and rows:
+            write_json(args.json, rows, {**meta, "complete": False})
     progress.close()
     print_table(rows)
     if rows:
-        write_outputs(rows, meta, args.json, args.csv, args.plot)
+        write_outputs(rows, {**meta, "complete": True}, args.json, args.csv, args.plot)
     bad = [r for r in rows if not math.isfinite(r.ms) or (args.check and not r.error <= 1e-4)]
     return 1 if bad else 0
 

@@ -7,6 +7,7 @@ import csv
 import io
 import json
 import math
+import os
 import sys
 import time
 from dataclasses import asdict, dataclass, field, replace
@@ -172,9 +173,7 @@ def write_outputs(rows: list[Row], meta: dict, json_path: str | None = None, csv
                   plot_path: str | None = None) -> None:
     """The rows (and, in JSON, the metadata and summary) to whichever of the files are given."""
     if json_path:
-        with open(json_path, "w") as handle:
-            json.dump({"meta": meta, "summary": summary(rows, io.StringIO()),
-                       "rows": [asdict(r) for r in rows]}, handle, indent=1, default=str)
+        write_json(json_path, rows, meta)
     if csv_path:
         with open(csv_path, "w", newline="") as handle:
             fields = [f for f in asdict(rows[0]) if f != "config"] + ["config"] if rows else []
@@ -186,6 +185,16 @@ def write_outputs(rows: list[Row], meta: dict, json_path: str | None = None, csv
                 writer.writerow(d)
     if plot_path:
         plot(rows, plot_path, meta)
+
+
+def write_json(path: str, rows: list[Row], meta: dict) -> None:
+    """``--json``'s file: the metadata, the summary of ``rows`` and the rows, replaced whole (by
+    rename), so that a reader never sees half of one."""
+    partial = f"{path}.partial"
+    with open(partial, "w") as handle:
+        json.dump({"meta": meta, "summary": summary(rows, io.StringIO()),
+                   "rows": [asdict(r) for r in rows]}, handle, indent=1, default=str)
+    os.replace(partial, path)
 
 
 def plot(rows: list[Row], path: str, meta: dict) -> None:

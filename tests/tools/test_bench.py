@@ -37,6 +37,34 @@ def test_bench_checks_and_writes_outputs(tmp_path, capsys):
     assert "GFLOP/s" in printed and "stream" in printed
 
 
+def test_bench_json_keeps_what_a_stopped_run_measured(tmp_path, monkeypatch):
+    """A benchmark cut short (a time limit, Ctrl-C) leaves its --json file with the layers measured
+    before it stopped, marked incomplete; a finished run's is marked complete."""
+    from clconv.tools import bench
+
+    real_bench_layer, calls = bench.bench_layer, []
+
+    def stopped_at_the_second(*args, **kwargs):
+        calls.append(args[0])
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real_bench_layer(*args, **kwargs)
+
+    monkeypatch.setattr(bench, "bench_layer", stopped_at_the_second)
+    out = tmp_path / "b.json"
+    argv = ["mb1ic2ih5oc3oh5kh3ph1", "mb1ic3ih4oc2oh4kh1ph0", "--passes", "forward", "--no-torch", "--no-numpy",
+            "--no-stream", "--repeats", "1", "--quiet", "--json", str(out)]
+    with pytest.raises(KeyboardInterrupt):
+        bench.main(argv)
+    data = json.loads(out.read_text())
+    assert [r["layer"] for r in data["rows"]] == [calls[0].label] and data["meta"]["complete"] is False
+    assert not (tmp_path / "b.json.partial").exists()
+    monkeypatch.setattr(bench, "bench_layer", real_bench_layer)
+    assert bench.main(argv) == 0
+    data = json.loads(out.read_text())
+    assert len(data["rows"]) == 2 and data["meta"]["complete"] is True
+
+
 def test_tune_measures_and_stores(tmp_path, monkeypatch, capsys, queue):
     from clconv.tools.bench import tune_main
 

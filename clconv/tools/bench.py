@@ -32,7 +32,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import statistics
 import sys
 import time
@@ -48,7 +47,7 @@ from clconv.plan import Problem
 from . import shapes
 from .first_call import first_call_costs
 from .libraries import load_torch
-from .report import Progress, pass_label, print_table, read_runs, write_json, write_outputs
+from .report import Progress, pass_label, print_table, read_runs, replace_json, write_json, write_outputs
 from .timing import bench_layer
 
 
@@ -201,12 +200,9 @@ def tune_main(argv: list[str] | None = None) -> int:
 
 
 def _write_tuned(path: str, queue: cl.CommandQueue, total: float, done: list[dict]) -> None:
-    """``clconv tune --json``'s file, replaced whole (a partial file never stands in for it): the
-    layer-passes measured so far, so that a run stopped by a time limit keeps them."""
-    partial = f"{path}.partial"
-    with open(partial, "w") as handle:
-        json.dump({"device": queue.device.name.strip(), "total_s": total, "tuned": done}, handle, indent=1, default=str)
-    os.replace(partial, path)
+    """``clconv tune --json``'s file (replace_json): the layer-passes measured so far, so that a run
+    stopped by a time limit keeps them."""
+    replace_json(path, {"device": queue.device.name.strip(), "total_s": total, "tuned": done})
 
 
 if __name__ == "__main__":

@@ -188,12 +188,16 @@ def write_outputs(rows: list[Row], meta: dict, json_path: str | None = None, csv
 
 
 def write_json(path: str, rows: list[Row], meta: dict) -> None:
-    """``--json``'s file: the metadata, the summary of ``rows`` and the rows, replaced whole (by
-    rename), so that a reader never sees half of one."""
+    """``--json``'s file: the metadata, the summary of ``rows`` and the rows (replace_json)."""
+    replace_json(path, {"meta": meta, "summary": summary(rows, io.StringIO()), "rows": [asdict(r) for r in rows]})
+
+
+def replace_json(path: str, data: Any) -> None:
+    """``data`` as JSON at ``path``, replaced whole (written beside it, then renamed), so that a
+    reader never sees half of one: the bench and tune commands rewrite theirs as they go."""
     partial = f"{path}.partial"
     with open(partial, "w") as handle:
-        json.dump({"meta": meta, "summary": summary(rows, io.StringIO()),
-                   "rows": [asdict(r) for r in rows]}, handle, indent=1, default=str)
+        json.dump(data, handle, indent=1, default=str)
     os.replace(partial, path)
 
 

@@ -12,6 +12,7 @@ from .algorithms import algorithms
 from .builder import BuildError, cache_dir
 from .caches import clear_caches
 from .device import default_device_choice, default_queue, new_queue
+from .device import pin_pocl_workers as _pin_pocl_workers
 from .geometry import ConvGeometry
 from .ops import (
     conv1d, conv1d_input, conv1d_weight, conv2d, conv2d_input, conv2d_weight, conv3d, conv3d_input,
@@ -23,6 +24,10 @@ from .passes import PASSES
 from .runtime import LaunchError, release_workspaces
 from .templates import TemplateRenderError
 from .tensors import empty_cache
+
+# PoCL's workers one per CPU, pinned (device.pin_pocl_workers): set before anything asks OpenCL
+# for its devices, when PoCL reads it; importing clconv's modules asks nothing yet
+_pin_pocl_workers()
 
 __version__ = "0.1.0"
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import threading
+from typing import MutableMapping
 
 import pyopencl as cl
 
@@ -10,10 +12,58 @@ from . import settings
 
 _default_queue: cl.CommandQueue | None = None
 _lock = threading.Lock()
+pocl_pinned_by_clconv = False  # whether pin_pocl_workers set POCL_AFFINITY in this process
 
 
 class DeviceSelectionError(RuntimeError):
     """No OpenCL device could be chosen (none installed, or the selector matched nothing)."""
+
+
+def pocl_pinning_safe(allowed: set[int], cpus: int, max_threads: str) -> bool:
+    """Whether PoCL's ``POCL_AFFINITY=1`` is safe and worth having for a process that may run on
+    the CPUs ``allowed`` of a machine of ``cpus`` CPUs, with PoCL's ``POCL_MAX_PTHREAD_COUNT`` as
+    set ('' when unset).
+
+    PoCL then pins its pthread worker ``i`` to CPU ``i``, and aborts the process ("PTHREAD ERROR
+    ... Invalid argument") where that CPU is not the process's to use (a container's CPU set) or
+    does not exist (more workers than CPUs).  So: only where every CPU is allowed and PoCL starts
+    one worker per CPU, its default.  Fewer workers than CPUs would all be pinned to the first
+    ones, where several such processes would share CPU 0 while the others idle."""
+    if cpus <= 0 or allowed != set(range(cpus)):
+        return False
+    if not max_threads:
+        return True
+    try:
+        return int(max_threads) == cpus
+    except ValueError:
+        return False
+
+
+def pin_pocl_workers(environ: MutableMapping[str, str] = os.environ) -> bool:
+    """Set ``POCL_AFFINITY=1`` (PoCL's pthread device: worker ``i`` on CPU ``i``) where it is
+    unset, ``CLCONV_POCL_AFFINITY`` is not 0, and :func:`pocl_pinning_safe` says so; True if set.
+
+    Why: unpinned, PoCL's workers sleep between commands, and Linux tends to wake them on the CPU
+    of the thread that woke them (the one enqueueing, which then blocks), so a single call's
+    work-groups often ran on one CPU of two.  On a 2-CPU AVX-512 EPYC a 1x1 data gradient took
+    0.95 ms a call for its first ~40 calls, then 0.49 ms; pinned, 0.49 ms from the second call
+    (the CPU set's kernel times 1.20x PyTorch's -> 0.96x; docs/performance.md).  PyTorch's
+    OpenMP threads spin between calls and never sleep that way.
+
+    PoCL reads the variable when it starts its workers, at the first device query of the process
+    (``cl.get_platforms()`` and the like): clconv calls this at import, so it applies unless
+    something asked OpenCL for its platforms before ``import clconv``.  Child processes inherit
+    it, as they inherit any other PoCL setting."""
+    if "POCL_AFFINITY" in environ or not settings.pocl_pinning_enabled():
+        return False
+    if not hasattr(os, "sched_getaffinity"):  # Linux only, as PoCL's pinning
+        return False
+    if not pocl_pinning_safe(os.sched_getaffinity(0), os.cpu_count() or 0, environ.get("POCL_MAX_PTHREAD_COUNT", "")):
+        return False
+    global pocl_pinned_by_clconv
+    environ["POCL_AFFINITY"] = "1"
+    pocl_pinned_by_clconv = environ is os.environ
+    return True
 
 
 def _all_devices() -> list[tuple[int, int, cl.Device]]:

@@ -25,6 +25,8 @@ VARIABLES = {
     "CLCONV_WORKSPACE_LIMIT": "bytes of temporary buffers one call may use",
     "CLCONV_RESULT_POOL": "0: results and numpy uploads are fresh driver allocations instead of a per-queue pool",
     "CLCONV_TEMPLATE_PATH": "directories searched for kernel templates before the built-in ones",
+    "CLCONV_POCL_AFFINITY": "0: leave POCL_AFFINITY alone; unset or 1: clconv sets it to 1 at import where PoCL's workers "
+                            "would take every CPU (one worker pinned to each)",
 }
 
 _TRUE = ("1", "true", "yes")
@@ -98,6 +100,12 @@ def tuning_enabled() -> bool:
 def result_pool_enabled() -> bool:
     """Results and uploads come from a memory pool per queue unless ``CLCONV_RESULT_POOL=0``."""
     return _get("CLCONV_RESULT_POOL", "1").lower() not in _FALSE
+
+
+def pocl_pinning_enabled() -> bool:
+    """Whether clconv may set PoCL's ``POCL_AFFINITY=1`` at import (``CLCONV_POCL_AFFINITY=0``
+    says no; a ``POCL_AFFINITY`` already set is never changed)."""
+    return _get("CLCONV_POCL_AFFINITY", "1").lower() not in _FALSE
 
 
 def template_path() -> str:

@@ -147,6 +147,10 @@ def cmd_info(args: argparse.Namespace, out: TextIO) -> int:
     print("template search path: " + os.pathsep.join(str(d) for d in templates.template_dirs()), file=out)
     shown = settings.shown()
     print("environment: " + (", ".join(shown) if shown else "no CLCONV_* variable set"), file=out)
+    pinning = os.environ.get("POCL_AFFINITY")
+    print(f"PoCL's workers: POCL_AFFINITY={pinning!r} "
+          + ("(set by import clconv)" if pinning is not None and devices.pocl_pinned_by_clconv else
+             "(unset: not pinned)" if pinning is None else "(as this process was given it)"), file=out)
     print("settings (environment variables clconv reads):", file=out)
     for name, meaning in settings.VARIABLES.items():
         print(f"  {name:22} {meaning}", file=out)

@@ -52,3 +52,57 @@ def test_the_environment_is_read_as_os_environ_has_it(monkeypatch):
     assert not settings.result_pool_enabled()
     monkeypatch.delenv("CLCONV_RESULT_POOL")
     assert settings.result_pool_enabled()
+
+
+@pytest.mark.parametrize("allowed, cpus, max_threads, safe", [
+    ({0, 1}, 2, "", True),            # every CPU, PoCL's default of one worker per CPU
+    ({0, 1, 2, 3}, 4, "4", True),     # the same count asked for
+    ({2, 3}, 4, "", False),           # a container's CPU set: worker 0 pinned to CPU 0 aborts PoCL
+    ({0, 1}, 2, "4", False),          # more workers than CPUs: CPU 2 does not exist
+    ({0, 1, 2, 3}, 4, "1", False),    # one worker: every such process would pile onto CPU 0
+    ({0, 1}, 2, "two", False),
+    (set(), 0, "", False),
+])
+def test_pocl_pinning_only_where_every_worker_has_its_own_allowed_cpu(allowed, cpus, max_threads, safe):
+    from clconv.device import pocl_pinning_safe
+
+    assert pocl_pinning_safe(allowed, cpus, max_threads) is safe
+
+
+def test_pin_pocl_workers_sets_only_an_unset_variable_where_it_is_safe(monkeypatch):
+    from clconv import device
+
+    if not hasattr(os, "sched_getaffinity"):
+        pytest.skip("PoCL pins its workers on Linux only, and clconv asks only there")
+    monkeypatch.setattr(os, "cpu_count", lambda: 4)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
+    monkeypatch.delenv("CLCONV_POCL_AFFINITY", raising=False)
+    environ: dict[str, str] = {}
+    assert device.pin_pocl_workers(environ) and environ == {"POCL_AFFINITY": "1"}
+    environ = {"POCL_AFFINITY": "0"}  # the user's own choice stays
+    assert not device.pin_pocl_workers(environ) and environ == {"POCL_AFFINITY": "0"}
+    environ = {"POCL_MAX_PTHREAD_COUNT": "2"}
+    assert not device.pin_pocl_workers(environ) and "POCL_AFFINITY" not in environ
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {1, 2})
+    environ = {}
+    assert not device.pin_pocl_workers(environ) and environ == {}
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
+    monkeypatch.setenv("CLCONV_POCL_AFFINITY", "0")  # opted out
+    assert not device.pin_pocl_workers(environ) and environ == {}
+
+
+def test_importing_clconv_pins_pocl_workers_unless_told_not_to():
+    """In a fresh process: ``import clconv`` sets POCL_AFFINITY where it may (before any device
+    query), and PoCL then runs with it; CLCONV_POCL_AFFINITY=0 leaves it unset."""
+    import subprocess
+    import sys
+
+    if not hasattr(os, "sched_getaffinity") or os.sched_getaffinity(0) != set(range(os.cpu_count() or 0)):
+        pytest.skip("this process may not use every CPU: clconv leaves PoCL unpinned here")
+    code = "import os, clconv; print(os.environ.get('POCL_AFFINITY'))"
+    env = {k: v for k, v in os.environ.items() if k not in ("POCL_AFFINITY", "POCL_MAX_PTHREAD_COUNT")}
+    ran = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert ran.stdout.strip() == "1"
+    env["CLCONV_POCL_AFFINITY"] = "0"
+    ran = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert ran.stdout.strip() == "None"

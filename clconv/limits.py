@@ -45,6 +45,12 @@ class Limits:
     double_lanes: int = 1
     # bytes of the largest cache level one compute unit has to itself (a CPU core's L2); 0: unknown
     core_cache: int = 0
+    # a CPU core's level-1 data cache: its ways, and the bytes one way spans (sets x line: 4 KiB on
+    # x86's 32 KiB 8-way and 48 KiB 12-way caches), so that addresses that many bytes apart share a
+    # set; 0: unknown
+    l1_ways: int = 0
+    l1_way_bytes: int = 0
+    l1_line: int = 64
 
     def lanes(self, itemsize: int) -> int:
         """Native vector lanes for elements of ``itemsize`` bytes."""
@@ -110,6 +116,7 @@ def _probe(device: cl.Device, context: cl.Context | None) -> Limits:
         float_lanes=max(1, device.native_vector_width_float),
         double_lanes=max(1, device.native_vector_width_double),
         core_cache=core_cache(Path("/sys/devices/system/cpu/cpu0")) if device.type & cl.device_type.CPU else 0,
+        **(level1_data_cache(Path("/sys/devices/system/cpu/cpu0")) if device.type & cl.device_type.CPU else {}),
     )
 
 
@@ -135,6 +142,23 @@ def core_cache(cpu: Path) -> int:
             scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(size[-1], 0)
             found = max(found, int(size[:-1]) * scale)
     return found
+
+
+def level1_data_cache(cpu: Path) -> dict[str, int]:
+    """A CPU's level-1 data cache as :class:`Limits` fields (``l1_ways``, ``l1_way_bytes``,
+    ``l1_line``), from Linux's sysfs; empty where unknown."""
+    for index in sorted((cpu / "cache").glob("index*")):
+        try:
+            level = (index / "level").read_text().strip()
+            kind = (index / "type").read_text().strip()
+            ways = int((index / "ways_of_associativity").read_text())
+            sets = int((index / "number_of_sets").read_text())
+            line = int((index / "coherency_line_size").read_text())
+        except (OSError, ValueError):
+            continue
+        if level == "1" and kind in ("Data", "Unified") and ways > 0 and sets > 0 and line > 0:
+            return {"l1_ways": ways, "l1_way_bytes": sets * line, "l1_line": line}
+    return {}
 
 
 def _remembered(path) -> int | None:

@@ -17,7 +17,7 @@ from .reduce import splitk_sum
 from .splitk import SplitK
 from .gemm import (
     COLUMN_WEIGHTS, GemmShape, cpu_work_groups, dot_gemm, dot_work_groups, forward_shape, gemm, gemm_tiles, is_cpu_config,
-    is_dot_config, largest_chunk, tile_config, weight_contraction, weight_shape, with_dot_configs,
+    is_dot_config, largest_chunk, thrashing_last, tile_config, weight_contraction, weight_shape, with_dot_configs,
 )
 
 
@@ -84,8 +84,11 @@ class Im2col(Algorithm):
         tiles = gemm_tiles(shape.M, shape.N, fit, problem.itemsize, groups=problem.geometry.groups,
                            layout=problem.layout, k=weight_contraction(shape),
                            weights=COLUMN_WEIGHTS if problem.pass_ == "backward_data" else None)
-        # the dot products' contraction per launch: a chunk of the CPU's cache-sized column buffers
+        # the CPU's cache-sized column buffers: the dot products' contraction per launch, and the
+        # GEMM of each chunk (A's rows read in place that would thrash the L1 cache come last)
         cpu_chunk = self.chunk_batch(problem, device, {"LOCAL": 0}) or 1
+        tiles = thrashing_last(tiles, problem, self._shape(problem, cpu_chunk), fit,
+                               launches=problem.geometry.batch // cpu_chunk)
         return with_dot_configs(problem, fit, tiles, replace(shape, K=cpu_chunk * problem.geometry.out_pixels))
 
     def plan(self, problem, config, device):

@@ -11,7 +11,7 @@ from .base import Algorithm
 from .gemm import (
     IMPLICIT_ROLES, LARGE_GEMM_TILE, TILE_KEYS, GemmShape, backward_data_shape, forward_shape, gathered_operand,
     gemm_calls, gemm_tiles, global_vectors, implicit_shape, is_dot_config, pointwise_data_shape,
-    strided_pointwise_data_shape, tile_config,
+    strided_pointwise_data_shape, thrashing_last, tile_config,
     vector_first, weight_contraction, weight_shape, with_dot_configs,
 )
 from .im2col import dot_weight_plan
@@ -37,10 +37,12 @@ class ImplicitGemm(Algorithm):
 
     def configs(self, problem, device):
         shape = self._shape(problem)
-        return gemm_tiles(shape.M, shape.N, limits.of(device), problem.itemsize, groups=problem.geometry.groups,
-                          vector_first=vector_first(problem, shape), layout=problem.layout, k=weight_contraction(shape),
-                          gathered=gathered_operand(problem, shape), large_blocks=self.large_blocks(problem, shape),
-                          matrices=self.reads_matrices(problem))
+        fit = limits.of(device)
+        tiles = gemm_tiles(shape.M, shape.N, fit, problem.itemsize, groups=problem.geometry.groups,
+                           vector_first=vector_first(problem, shape), layout=problem.layout, k=weight_contraction(shape),
+                           gathered=gathered_operand(problem, shape), large_blocks=self.large_blocks(problem, shape),
+                           matrices=self.reads_matrices(problem))
+        return thrashing_last(tiles, problem, shape, fit)
 
     def plan(self, problem, config, device):
         calls, workspaces = gemm_calls(problem, self._shape(problem), tile_config(config), problem.index_type(),

@@ -51,7 +51,9 @@ from __future__ import annotations
 from .. import limits, settings
 from ..plan import CHANNELS_FIRST, LAYOUTS, Arg, Plan, Problem, rounded
 from .base import Algorithm, call, epilogue_args, source
-from .gemm import GPU_TILES, TILE_CANDIDATES, GemmShape, gemm_calls, gemm_tiles, tile_config, tile_extent
+from .gemm import (
+    GPU_TILES, TILE_CANDIDATES, GemmShape, gemm_calls, gemm_tiles, thrashing_last, tile_config, tile_extent,
+)
 from .splitk import SplitK
 
 # The transform matrices (B^T, G, A^T) of F(MxM, RxR) by (M, R), from the interpolation points 0, 1,
@@ -304,8 +306,9 @@ class Winograd(Algorithm):
         fit = limits.of(device)
         if problem.pass_ != "backward_weight":
             # the GEMMs read workspaces, laid out as channels-first matrices whatever the layout
-            return [{"m": m, **tile} for tile in gemm_tiles(shape.M, shape.N, fit, problem.itemsize, groups=shape.gemms,
-                                                           layout=CHANNELS_FIRST, plain=True)]
+            tiles = gemm_tiles(shape.M, shape.N, fit, problem.itemsize, groups=shape.gemms, layout=CHANNELS_FIRST,
+                               plain=True)
+            return [{"m": m, **tile} for tile in thrashing_last(tiles, problem, shape, fit)]
         # the weight gradient's pieces supply the parallelism (as split-K's): tiles by edge waste,
         # then the piece count that brings the work-groups nearest to filling the device
         out = []

@@ -393,3 +393,56 @@ def test_im2col_data_gradient_weighs_fill_and_local_loads():
     problem = Problem(geometry("n32g1c512o1024i28x28k1x1s2x2p0x0d1x1"), "backward_data", "float32")
     first = REGISTRY["im2col"].configs(problem, H200.stand_in())[0]
     assert (first["TM"], first["TN"], first["WM"], first["WN"]) == (64, 128, 8, 8)
+
+
+def test_l1_set_rows_counts_rows_that_share_a_cache_set():
+    from clconv.algorithms.gemm import l1_set_rows
+
+    l1 = replace(_fake_cpu(), l1_ways=8, l1_way_bytes=4096, l1_line=64)
+    assert l1_set_rows(16, 4096, l1) == 16      # a way's bytes apart: all in one set
+    assert l1_set_rows(16, 8192, l1) == 16
+    assert l1_set_rows(16, 2048, l1) == 8       # half a way apart: two sets
+    assert l1_set_rows(16, 9216, l1) == 4       # 2304 floats (a 3x3 layer's 256 channels): four sets
+    assert l1_set_rows(16, 4000, l1) == 1       # 1000 floats: every row its own set
+    assert l1_set_rows(16, 4096, _fake_cpu()) == 1  # the cache unknown: nothing assumed
+
+
+def test_cpu_tiles_whose_weight_rows_thrash_the_l1_cache_come_after_the_others():
+    """A 1x1 layer's weight read in place, 2048 floats a row: 16-row blocks put 16 rows in one set of
+    an 8-way L1 (2.1x the time of 8-row blocks on PoCL); 2040 floats a row, 512, or a packed weight
+    (many sweeps of it) keep the table's first tile."""
+    from clconv.algorithms.gemm import thrashing_last
+
+    l1 = replace(_fake_cpu(), l1_ways=8, l1_way_bytes=4096, l1_line=64)
+    gemm1x1 = REGISTRY["gemm1x1"]
+
+    def first_cpu_tile(descriptor, fit):
+        problem = Problem(geometry(descriptor), "forward", "float32")
+        shape = gemm1x1._shape(problem)
+        configs = gemm_tiles(shape.M, shape.N, fit, 4, k=shape.K)
+        ordered = thrashing_last(configs, problem, shape, fit)
+        assert sorted(map(str, ordered)) == sorted(map(str, configs))  # a reordering only
+        assert [i for i, c in enumerate(ordered) if not is_cpu_config(c)] == \
+            [i for i, c in enumerate(configs) if not is_cpu_config(c)]  # the local-memory tiles keep their places
+        return next((c["WM"], c["VN"]) for c in ordered if is_cpu_config(c))
+
+    assert first_cpu_tile("n1g1c2048o512i7x7k1x1s1x1p0x0d1x1", l1)[0] <= 8
+    assert first_cpu_tile("n1g1c1024o256i14x14k1x1s1x1p0x0d1x1", l1)[0] <= 8
+    assert first_cpu_tile("n1g1c2040o512i7x7k1x1s1x1p0x0d1x1", l1) == (16, 16)
+    assert first_cpu_tile("n1g1c512o512i7x7k1x1s1x1p0x0d1x1", l1) == (16, 16)
+    assert first_cpu_tile("n1g1c2048o512i7x7k1x1s1x1p0x0d1x1", _fake_cpu()) == (16, 16)  # the cache unknown
+    assert first_cpu_tile("n8g1c1024o256i56x56k1x1s1x1p0x0d1x1", l1) == (16, 16)  # swept 196 times: packed
+
+
+def test_level1_data_cache_from_sysfs(tmp_path):
+    from clconv.limits import level1_data_cache
+
+    for name, level, kind, ways, sets in (("index0", 1, "Data", 8, 64), ("index1", 1, "Instruction", 8, 64),
+                                          ("index2", 2, "Unified", 8, 2048)):
+        folder = tmp_path / "cache" / name
+        folder.mkdir(parents=True)
+        for file, value in (("level", level), ("type", kind), ("ways_of_associativity", ways),
+                            ("number_of_sets", sets), ("coherency_line_size", 64)):
+            (folder / file).write_text(f"{value}\n")
+    assert level1_data_cache(tmp_path) == {"l1_ways": 8, "l1_way_bytes": 4096, "l1_line": 64}
+    assert level1_data_cache(tmp_path / "missing") == {}

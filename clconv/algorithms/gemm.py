@@ -592,11 +592,10 @@ def _packs_a(shape: GemmShape, tile: Mapping[str, Any], launches: int) -> bool:
     return sweeps >= MIN_SWEEPS_TO_PACK.get(shape.a_view, 0)
 
 
-# The A views whose k step the CPU GEMM reads as WM values from WM rows of A where it does not pack
-# A, and how many elements apart those rows are (for a_grad_output_rows: a channel's pixels)
 def in_place_a_rows(shape: GemmShape, geometry: ConvGeometry) -> int:
-    """Elements between the rows of A that one k step of the CPU GEMM reads, where it reads them in
-    place (``_packs_a`` false); 0 for views whose k step reads one line instead."""
+    """Elements between the WM rows of A that one k step of the CPU GEMM reads a value from each of,
+    where it reads A in place (``_packs_a`` false): a weight's row (its input channels x taps),
+    Winograd's workspace row, a channel's pixels of dy; 0 for views whose k step reads one line."""
     if shape.a_view == "a_weight":
         return geometry.cin_per_group * geometry.kernel_volume
     if shape.a_view == "a_matrix":

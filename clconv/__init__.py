@@ -11,8 +11,7 @@ fastest by measurement with ``CLCONV_TUNE=1`` or ``clconv.tune(...)``.
 from .algorithms import algorithms
 from .builder import BuildError, cache_dir
 from .caches import clear_caches
-from .device import default_device_choice, default_queue, new_queue
-from .device import pin_pocl_workers as _pin_pocl_workers
+from .device import default_device_choice, default_queue, new_queue, pin_pocl_workers as _pin_pocl_workers
 from .geometry import ConvGeometry
 from .ops import (
     conv1d, conv1d_input, conv1d_weight, conv2d, conv2d_input, conv2d_weight, conv3d, conv3d_input,

@@ -107,6 +107,9 @@ def _probe(device: cl.Device, context: cl.Context | None) -> Limits:
         granted = _granted_work_group(device, context)
         if settings.disk_cache_enabled():
             atomic_write(path, json.dumps({"kernel_work_group_size": granted}).encode())
+    # a CPU device runs on the host's cores: their caches, as Linux describes its first CPU
+    cpu = Path("/sys/devices/system/cpu/cpu0")
+    caches = {"core_cache": core_cache(cpu), **level1_data_cache(cpu)} if device.type & cl.device_type.CPU else {}
     return Limits(
         work_group=max(1, min(device.max_work_group_size, granted)),
         work_item_sizes=tuple(device.max_work_item_sizes),
@@ -115,8 +118,7 @@ def _probe(device: cl.Device, context: cl.Context | None) -> Limits:
         gpu=bool(device.type & cl.device_type.GPU),
         float_lanes=max(1, device.native_vector_width_float),
         double_lanes=max(1, device.native_vector_width_double),
-        core_cache=core_cache(Path("/sys/devices/system/cpu/cpu0")) if device.type & cl.device_type.CPU else 0,
-        **(level1_data_cache(Path("/sys/devices/system/cpu/cpu0")) if device.type & cl.device_type.CPU else {}),
+        **caches,
     )
 
 

@@ -148,9 +148,13 @@ def cmd_info(args: argparse.Namespace, out: TextIO) -> int:
     shown = settings.shown()
     print("environment: " + (", ".join(shown) if shown else "no CLCONV_* variable set"), file=out)
     pinning = os.environ.get("POCL_AFFINITY")
-    print(f"PoCL's workers: POCL_AFFINITY={pinning!r} "
-          + ("(set by import clconv)" if pinning is not None and devices.pocl_pinned_by_clconv else
-             "(unset: not pinned)" if pinning is None else "(as this process was given it)"), file=out)
+    if pinning is None:
+        source = "unset: not pinned"
+    elif devices.pocl_pinned_by_clconv:
+        source = "set by import clconv"
+    else:
+        source = "as this process was given it"
+    print(f"PoCL's workers: POCL_AFFINITY={pinning!r} ({source})", file=out)
     print("settings (environment variables clconv reads):", file=out)
     for name, meaning in settings.VARIABLES.items():
         print(f"  {name:22} {meaning}", file=out)

@@ -175,7 +175,7 @@ def heuristic_order(problem: Problem, device: cl.Device) -> list[str]:
         # pixel per element: from LONG_GATHER on, im2col's plain GEMM over the output channels pays
         # for its column buffer
         order.append("im2col")
-    if _wide_short_weight_gradient(problem, device):
+    if _wide_short_weight_gradient(problem, device) or _wide_forward(problem):
         order.append("im2col")
     order += ["implicit_gemm", "im2col", "direct"]
     return list(dict.fromkeys(order))
@@ -200,6 +200,28 @@ def _wide_short_weight_gradient(problem: Problem, device: cl.Device) -> bool:
     splitk = REGISTRY.get("splitk")
     return (problem.pass_ == "backward_weight" and problem.geometry.cout_per_group >= WIDE_WEIGHT_ROWS
             and splitk is not None and splitk.decline_reason(problem, device) is not None)
+
+
+# The output channels a group from which a forward with taps takes im2col before the implicit GEMM
+# (_wide_forward)
+WIDE_FORWARD_ROWS = 768
+
+
+def _wide_forward(problem: Problem) -> bool:
+    """Whether a forward of a kernel with taps (1x1 layers read their input in place: gemm1x1) has
+    at least WIDE_FORWARD_ROWS output channels a group.  The implicit GEMM's tiles of 64-128 rows
+    then gather every element of the unfolded input (decoding a tap and a source pixel) once per
+    tile of rows, six times over and more, where im2col decodes it once into its column buffer and
+    its GEMM reads that plainly: the forward's form of _wide_short_weight_gradient.  On an H200,
+    over the stored tuning runs' forwards with the implicit GEMM first (docs/perf/heuristic_check.py),
+    im2col ran all six of 768-1536 output channels in 0.74-0.91x the implicit GEMM's best time:
+    the patch embeddings of SAM (16x16, 3 -> 1280), ViT (16x16, 3 -> 768), ConvMixer (7x7, 3 -> 768)
+    and FourCastNet (8x8, 20 -> 768), FastSpeech's 1D k9 384 -> 1536 and CREPE's 1D k512 stride-4
+    1 -> 1024; at 512 it split (0.83-1.16x over eight), at 384 and fewer mostly lost.  Written from
+    the seventh list (docs/perf/h200-seventh-layers.txt: SAM, FourCastNet, CREPE) and the earlier
+    runs."""
+    g = problem.geometry
+    return problem.pass_ == "forward" and not g.is_pointwise and g.cout_per_group >= WIDE_FORWARD_ROWS
 
 
 NARROW_FORWARD_CONTRACTION = 2048

@@ -31,16 +31,23 @@ def strip_rows(height: int) -> int:
 # 11x11 kernels and DeepSpeech2's 21x11 (578 such values: 0.59x), and lost on all three above:
 # DeepSpeech2's 41x11 (972 values: 1.11x), ViT's 16x16 patches (2055: 1.75x), RepLKNet's 31x31
 # depthwise (2019: 5.24x, 8.3 against 1.6 ms; docs/perf/h200-tune-sixth.json).  Kernels one row
-# tall, which share weights but no input rows, split: 0.66-0.83x on 1x1 output layers
-# (docs/perf/h200-direct-blocks-outputs.json), 1.05-1.25x on Inception's 1x7 and 1x3 and 3D
-# kernels of one tap; they keep the strips.
+# tall share weights but no input rows between a strip's rows.  With taps along a row or along
+# the depth they lost on all five such forwards timed: Inception's 1x3 and 1x7 (1.25x, 1.17x),
+# SlowFast's and R(2+1)D's temporal 5x1x1 and 3x1x1 (1.17x, 1.05x), EEGNet's 1x64 (1.70x, 0.38
+# against 0.22 ms; docs/perf/h200-tune-seventh.json); 1x1 kernels split: 0.66-0.99x on three
+# output layers (docs/perf/h200-direct-blocks-outputs.json), 1.66x on KataGo's 256 -> 2 policy
+# head at 19x19 (h200-tune-seventh.json).  So strips go first for kernels more than a row tall,
+# and for a single tap.
 STRIP_MAX_VALUES = 768
 
 
 def strips_pay(geometry: ConvGeometry, rows: int) -> bool:
     """Whether the strip forward (``rows`` output rows per work-item) goes before one output per
-    work-item: where its registers hold at most STRIP_MAX_VALUES weights, input values and sums."""
+    work-item: for a kernel more than one row tall (its rows then share input rows) or of a single
+    tap, where its registers hold at most STRIP_MAX_VALUES weights, input values and sums."""
     kh, kw = geometry.kernel[1], geometry.kernel[2]
+    if kh == 1 and geometry.kernel_volume > 1:
+        return False
     under = (rows - 1) * geometry.stride[1] + (kh - 1) * geometry.dilation[1] + 1
     return kh * kw + under * kw + rows <= STRIP_MAX_VALUES
 

@@ -84,6 +84,9 @@ SETS = {  # name: (shape specs, batch override, tuning run)
     # changed anything; its tuning run covers the second half of the list (the first half's was cut
     # by the device's time limit before it wrote anything), every GEMM tile timed on both halves
     "sixth": ([str(HERE / "h200-sixth-layers.txt")], None, "h200-tune-sixth.json"),
+    # written on 2026-12-05 (twenty-third session) before it was measured and before that session
+    # changed anything, to judge the heuristic as it stood
+    "seventh": ([str(HERE / "h200-seventh-layers.txt")], None, "h200-tune-seventh.json"),
 }
 
 # Runs that re-timed every tile of some layer-passes after their kernel changed: their times replace

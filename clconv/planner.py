@@ -315,8 +315,11 @@ COLUMNS_MIN_CONTRACTION = 32
 # (docs/perf/heuristic_check.py) im2col won from 896 (1x7 at 128 channels: 0.79x implicit_gemm's
 # time; 5x5 at 48 and 96, 3x3 dilated at 256 and 512, 3x3x3 at 32: 0.37-0.93x) and implicit_gemm
 # up to 576 (3x3 at 24-64 channels, 1D k3 at 128); 768 (1D k3 at 256) was a tie.  One miss: a
-# 3x3x3 layer at 64 channels (1728), 1.12x implicit_gemm's time.
-LONG_GATHER = 768
+# 3x3x3 layer at 64 channels (1728), 1.12x implicit_gemm's time.  The bound was 768 until the
+# later lists' data gradients between 576 and 768 all went to im2col when timed (twenty-third
+# session): a 1D k5 at 128 channels (640: 0.89x), Wave-U-Net's 1D k15 at 48 (720: 0.66x), a 5x5
+# at 29 (725: 0.48x).
+LONG_GATHER = 640
 
 
 def _strided_pointwise_data_to_columns(problem: Problem) -> bool:

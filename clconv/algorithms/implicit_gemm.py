@@ -11,7 +11,7 @@ from .base import Algorithm
 from .gemm import (
     IMPLICIT_ROLES, LARGE_GEMM_TILE, TILE_KEYS, GemmShape, backward_data_shape, forward_shape, gathered_operand,
     gemm_calls, gemm_tiles, global_vectors, implicit_shape, is_dot_config, pointwise_data_shape,
-    strided_pointwise_data_shape, thrashing_last, tile_config,
+    TileWeights, strided_pointwise_data_shape, thrashing_last, tile_config,
     vector_first, weight_contraction, weight_shape, with_dot_configs,
 )
 from .im2col import dot_weight_plan
@@ -32,6 +32,11 @@ class ImplicitGemm(Algorithm):
         where they address the input or dy per element."""
         return False
 
+    def tile_weights(self, problem: Problem) -> TileWeights | None:
+        """What the GPU tile order weighs against the edge waste (gemm_tiles' ``weights``): here
+        nothing, the waste and the table's order."""
+        return None
+
     def _shape(self, problem: Problem) -> GemmShape:
         return implicit_shape(problem)
 
@@ -41,13 +46,25 @@ class ImplicitGemm(Algorithm):
         tiles = gemm_tiles(shape.M, shape.N, fit, problem.itemsize, groups=problem.geometry.groups,
                            vector_first=vector_first(problem, shape), layout=problem.layout, k=weight_contraction(shape),
                            gathered=gathered_operand(problem, shape), large_blocks=self.large_blocks(problem, shape),
-                           matrices=self.reads_matrices(problem))
+                           matrices=self.reads_matrices(problem), weights=self.tile_weights(problem))
         return thrashing_last(tiles, problem, shape, fit)
 
     def plan(self, problem, config, device):
         calls, workspaces = gemm_calls(problem, self._shape(problem), tile_config(config), problem.index_type(),
                                        *IMPLICIT_ROLES[problem.pass_])
         return Plan(problem, self.name, config, tuple(calls), workspaces)
+
+
+# gemm1x1's data gradient, W^T dy read in place: its GPU tiles weighed by a shortfall under 512
+# work-items a compute unit (squared) and their blocks' local loads.  On an H200, over the 43 such
+# layer-passes of 12 stored lists with six tiles or more timed (docs/perf/heuristic_check.py, the
+# all-tiles runs merged), the waste order's first tile ran 1.116x the fastest there; with these
+# weights, chosen from a grid on all lists but one and judged on that one, for each list (the same
+# weights every time), 1.065x: better on 7 lists, worse on 2 (the pointwise list's 13 passes 1.017x
+# -> 1.042x, the fresh list's 4 1.056x -> 1.063x).  Small tiles of 64 work-items (32x32) had come
+# first wherever their waste was least: 1.2-1.6x the fastest on DenseNet-121's 544 -> 128, Inception's
+# 192 -> 64 and MobileNetV2's expansions.  The forwards keep the waste order (no weights gained there).
+POINTWISE_DATA_WEIGHTS = TileWeights(fill_power=2.0, loads=1.0, fill_items=512)
 
 
 class Gemm1x1(ImplicitGemm):
@@ -65,6 +82,10 @@ class Gemm1x1(ImplicitGemm):
     def reads_matrices(self, problem):
         """A 1x1 kernel's operands are strided matrices, read in place (strided ones in scalars)."""
         return True
+
+    def tile_weights(self, problem):
+        """The data gradient's tiles weighed by their fill and local loads (POINTWISE_DATA_WEIGHTS)."""
+        return POINTWISE_DATA_WEIGHTS if problem.pass_ == "backward_data" else None
 
     def decline_reason(self, problem, device):
         reason = super().decline_reason(problem, device)

@@ -92,7 +92,10 @@ def test_the_first_candidate_stays_near_the_best(judged):
     session): 1.091x the tuning run's winner, worst 1.86x (EEGNet's 1x64 forward in direct's
     strips); with im2col before the implicit GEMM for forwards of 768 output channels and more
     (planner.WIDE_FORWARD_ROWS) and strips only for kernels more than a row tall or of one tap
-    (direct.strips_pay), both written from it: 1.069x there, 1.061x over 943 (1.045x).
+    (direct.strips_pay), both written from it: 1.069x there, 1.061x over 943 (1.045x); the data
+    gradient's gather to im2col from a contraction of 640 (planner.LONG_GATHER, 768 before) and
+    gemm1x1's data-gradient tiles weighed by fill and local loads (POINTWISE_DATA_WEIGHTS, chosen
+    list by list on the others): 1.058x over 943 (1.042x).
     The strided 1x1 list (9 data gradients) stays at 1.21x: im2col's first GEMM tile there runs
     1.2-1.5x its best on three layers, a known miss its bound records."""
     everything = [r["ratio"] for rows in judged.values() for r in rows]

@@ -169,6 +169,8 @@ def test_gpu_heuristic_takes_few_channel_data_gradients_to_im2col():
     ("n32g1c128o128i17x17k1x7s1x1p0x3d1x1", "im2col"),         # 128 x 7 = 896: 0.79x
     ("n8g1c512o512i33x33k3x3s1x1p2x2d2x2", "im2col"),          # dilated, 4608: 0.74x
     ("n4g1c128o128i16000k3s1p1d1", "implicit_gemm"),           # 1D, 128 x 3 = 384: 0.86x im2col's time
+    ("n16g1c24o48i16384k15s1p7d1", "im2col"),                  # Wave-U-Net's 1D k15, 48 x 15 = 720: 0.66x
+    ("n32g1c64o64i56x56k3x3s1x1p1x1d1x1", "implicit_gemm"),    # 64 x 9 = 576: im2col 1.21x (ResNet-50's)
     ("n8g1c24o24i56x56k3x3s1x1p1x1d1x1", "implicit_gemm"),     # 24 x 9 = 216: 0.82x
 ])
 def test_gpu_heuristic_takes_long_gathers_of_the_data_gradient_to_im2col(tag, wanted):
@@ -429,6 +431,59 @@ def test_direct_strips_only_where_their_registers_hold():
     # the bound counts weights, the input values under a strip, and its sums
     g = geometry("n1g1c1o1i64x64k15x15s1x1p7x7d1x1")
     assert strips_pay(g, 4) == (15 * 15 + (3 + 15) * 15 + 4 <= STRIP_MAX_VALUES)
+
+
+def test_direct_strips_go_first_only_for_kernels_taller_than_a_row_or_of_one_tap():
+    """A strip's output rows share input rows only through the kernel's height: a kernel one row
+    tall with taps along the row (EEGNet's 1x64: 1.70x one output per work-item's time) or the depth
+    takes one output per work-item first, the strips after it; a 1x1 kernel and a 3x1 keep them."""
+    from clconv.algorithms.direct import strip_rows, strips_pay
+
+    h200 = H200.stand_in()
+    direct = REGISTRY["direct"]
+    for tag, strips in [("n64g1c1o8i22x1125k1x64s1x1p0x32d1x1", False),        # EEGNet's temporal 1x64
+                        ("n4g1c128o2i17x17k1x7s1x1p0x3d1x1", False),           # 1x7, 2 output channels
+                        ("n4g1c64o2i8x32x32k3x1x1s1x1x1p1x0x0d1x1x1", False),  # temporal 3x1x1
+                        ("n8g1c128o4i64x64k1x1s1x1p0x0d1x1", True),            # 1x1: an output layer
+                        ("n4g1c64o2i32x32k3x1s1x1p1x0d1x1", True)]:            # 3x1: rows share inputs
+        g = geometry(tag)
+        assert strips_pay(g, strip_rows(g.out_size[1])) == strips, tag
+        configs = direct.configs(_problem(tag), h200)
+        assert ("rows" in configs[0]) == strips, (tag, configs)
+        assert any("rows" in c and "cob" not in c for c in configs), tag  # a candidate either way
+
+
+@pytest.mark.parametrize("tag, wanted", [
+    ("n1g1c3o1280i1024x1024k16x16s16x16p0x0d1x1", "im2col"),   # SAM's patches: 0.74x the implicit GEMM's time
+    ("n64g1c1o1024i1024k512s4p254d1", "im2col"),               # CREPE's 1D k512: 0.91x
+    ("n16g1c384o1536i200k9s1p4d1", "im2col"),                  # FastSpeech's 1D k9: 0.90x
+    ("n4g1c3o96i224x224k4x4s4x4p0x0d1x1", "implicit_gemm"),    # Swin's patches, 96 rows: im2col 1.15x
+    ("n16g1c256o512i800k3s1p4d4", "implicit_gemm"),            # 512 rows: split, left to the implicit GEMM
+    ("n8g1c1024o1024i28x28k1x1s1x1p0x0d1x1", "gemm1x1"),        # 1x1: the input read in place
+])
+def test_gpu_heuristic_takes_wide_forwards_to_im2col(tag, wanted):
+    """A forward gathers its unfolded input once per tile of rows in the implicit GEMM: from
+    planner.WIDE_FORWARD_ROWS output channels im2col's column buffer, decoded once, comes first."""
+    order = heuristic_order(_problem(tag), H200_LIKE)
+    gemms = [name for name in order if name in ("im2col", "implicit_gemm", "gemm1x1")]
+    assert gemms[0] == wanted, order
+
+
+def test_gpu_pointwise_data_gradient_tiles_weigh_fill_and_loads():
+    """gemm1x1's data gradient on the H200 stand-in: EfficientNet-B0's 1x1 40 -> 240 at 28x28,
+    batch 16 (W^T dy: 40 x 12544) took the 64x64 tile of 64 work-items first (least waste), 1.48x the
+    fastest; weighed by a shortfall of work-items a compute unit and local loads
+    (implicit_gemm.POINTWISE_DATA_WEIGHTS) the 32x64 tile of 256 comes first (1.02x).  The forward
+    keeps the waste order."""
+    from clconv.algorithms.gemm import work_items
+    from clconv.algorithms.implicit_gemm import POINTWISE_DATA_WEIGHTS
+
+    h200 = H200.stand_in()
+    gemm1x1 = REGISTRY["gemm1x1"]
+    first = gemm1x1.configs(_problem("n16g1c40o240i28x28k1x1s1x1p0x0d1x1", "backward_data"), h200)[0]
+    assert (first["TM"], first["TN"], work_items(first)) == (32, 64, 256), first
+    assert gemm1x1.tile_weights(_problem("n16g1c40o240i28x28k1x1s1x1p0x0d1x1")) is None
+    assert gemm1x1.tile_weights(_problem("n16g1c40o240i28x28k1x1s1x1p0x0d1x1", "backward_data")) is POINTWISE_DATA_WEIGHTS
 
 
 def test_rules_from_layers_of_networks_no_list_had():

@@ -61,9 +61,12 @@ class ImplicitGemm(Algorithm):
 # all-tiles runs merged), the waste order's first tile ran 1.116x the fastest there; with these
 # weights, chosen from a grid on all lists but one and judged on that one, for each list (the same
 # weights every time), 1.065x: better on 7 lists, worse on 2 (the pointwise list's 13 passes 1.017x
-# -> 1.042x, the fresh list's 4 1.056x -> 1.063x).  Small tiles of 64 work-items (32x32) had come
-# first wherever their waste was least: 1.2-1.6x the fastest on DenseNet-121's 544 -> 128, Inception's
-# 192 -> 64 and MobileNetV2's expansions.  The forwards keep the waste order (no weights gained there).
+# -> 1.042x, the fresh list's 4 1.056x -> 1.063x).  Tiles of 64 work-items (32x32 in 4x4 blocks,
+# 64x64 in 8x8) had come first wherever their waste was least: 1.2-1.5x the fastest on the small
+# GEMMs of EfficientNet-B0's and MobileNetV2's expansions, ShuffleNet's and GhostNet's 1x1 layers,
+# batch-1 layers at 7x7 and 16x16; the 32x64 tile of 256 runs them within 1.06x.  Still missed:
+# DenseNet-121's 544 -> 128 at 14x14 (1.57x: 128x128 fastest); worse: a batch-1 512 -> 512 at
+# 14x14 (1.00x -> 1.33x).  The forwards keep the waste order (no weights gained there).
 POINTWISE_DATA_WEIGHTS = TileWeights(fill_power=2.0, loads=1.0, fill_items=512)
 
 

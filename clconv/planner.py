@@ -545,7 +545,16 @@ def _winograd_pays(problem: Problem, device: cl.Device) -> bool:
         return g.flops >= WINOGRAD_FORWARD_MIN_FLOPS and not (small and g.reduction_length < SPLITK_FORWARD_MIN_CONTRACTION)
     if problem.pass_ == "backward_weight":
         return g.flops >= WEIGHT_GRADIENT_MIN_FLOPS and winograd.tiles(problem, 2) >= WEIGHT_GRADIENT_MIN_TILES
-    return g.flops >= DATA_GRADIENT_MIN_FLOPS and winograd.tiles(problem, 2) >= DATA_GRADIENT_MIN_TILES
+    tiles = winograd.tiles(problem, 2)
+    # Between half that work and DATA_GRADIENT_MIN_FLOPS, many tiles make its GEMMs wide enough:
+    # over the stored H200 runs (docs/perf/heuristic_check.py) every such data gradient with
+    # DATA_GRADIENT_WIDE_TILES 2x2 tiles or more ran Winograd in 0.80-0.96x the others' best (a
+    # batch-1 3x3 64 at 112x112, 0.92 GFLOP: 0.82x; GoogLeNet's 5x5 16 -> 32 at batch 32: 0.80x;
+    # 37 -> 53 at 50x50, batch 8: 0.83x; a 3x3 16 -> 64 at 55x55: 0.91x; a dilated 32-channel
+    # 64x64: 0.96x) and one tied (48 channels at 56x56: 1.01x); with fewer tiles they split
+    # (0.85x with 392, 1.08-1.24x with 98-784)
+    wide = g.flops >= DATA_GRADIENT_MIN_FLOPS // 2 and tiles >= DATA_GRADIENT_WIDE_TILES
+    return (g.flops >= DATA_GRADIENT_MIN_FLOPS and tiles >= DATA_GRADIENT_MIN_TILES) or wide
 
 
 # ``winograd`` on GPUs: the fewest channel pairs (groups x inputs x outputs per group) times taps of
@@ -567,6 +576,7 @@ WEIGHT_GRADIENT_MIN_FLOPS = 2**29
 WINOGRAD_FORWARD_MIN_FLOPS = 2**25
 DATA_GRADIENT_MIN_FLOPS = 2**30
 DATA_GRADIENT_MIN_TILES = 96
+DATA_GRADIENT_WIDE_TILES = 2048
 WEIGHT_GRADIENT_MIN_TILES = 64
 
 

@@ -95,7 +95,8 @@ def test_the_first_candidate_stays_near_the_best(judged):
     (direct.strips_pay), both written from it: 1.069x there, 1.061x over 943 (1.045x); the data
     gradient's gather to im2col from a contraction of 640 (planner.LONG_GATHER, 768 before) and
     gemm1x1's data-gradient tiles weighed by fill and local loads (POINTWISE_DATA_WEIGHTS, chosen
-    list by list on the others): 1.058x over 943 (1.042x).
+    list by list on the others): 1.058x over 943 (1.042x); Winograd's data gradient from half
+    the work where its 2x2 tiles number 2048 or more (planner.DATA_GRADIENT_WIDE_TILES): 1.056x (1.041x).
     The strided 1x1 list (9 data gradients) stays at 1.21x: im2col's first GEMM tile there runs
     1.2-1.5x its best on three layers, a known miss its bound records."""
     everything = [r["ratio"] for rows in judged.values() for r in rows]

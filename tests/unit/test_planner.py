@@ -486,6 +486,20 @@ def test_gpu_pointwise_data_gradient_tiles_weigh_fill_and_loads():
     assert gemm1x1.tile_weights(_problem("n16g1c40o240i28x28k1x1s1x1p0x0d1x1", "backward_data")) is POINTWISE_DATA_WEIGHTS
 
 
+@pytest.mark.parametrize("tag, winograd", [
+    ("n1g1c64o64i112x112k3x3s1x1p1x1d1x1", True),     # 0.92 GFLOP, 3136 2x2 tiles: 0.82x the others' best
+    ("n8g1c37o53i50x50k3x3s1x1p1x1d1x1", True),       # 0.71 GFLOP, 5000 tiles: 0.83x
+    ("n1g1c128o128i56x56k3x3s1x1p1x1d1x1", False),    # 0.92 GFLOP, 784 tiles: 1.08x
+    ("n4g1c256o256i14x14k3x3s1x1p1x1d1x1", False),    # 0.92 GFLOP, 196 tiles: 1.18x
+    ("n8g1c24o24i56x56k3x3s1x1p1x1d1x1", False),      # 0.26 GFLOP (and 24 channels): 1.20x
+])
+def test_gpu_winograd_data_gradient_of_less_work_where_tiles_are_many(tag, winograd):
+    """Winograd's data gradient from DATA_GRADIENT_MIN_FLOPS, or from half that with
+    DATA_GRADIENT_WIDE_TILES 2x2 tiles: its GEMMs, the tiles as columns, are wide enough there."""
+    order = heuristic_order(_problem(tag, "backward_data"), H200_LIKE)
+    assert (order[0] == "winograd") == winograd, order
+
+
 def test_rules_from_layers_of_networks_no_list_had():
     """The GPU order on the H200 stand-in for the misses of docs/perf/h200-closing-layers.txt and
     h200-closing-holdout-layers.txt (2026-12-04), each against a neighbour that keeps the order."""
@@ -524,7 +538,9 @@ def test_rules_from_layers_of_networks_no_list_had():
     assert first("n16g32c256o256i56x56k3x3s1x1p1x1d1x1") == ("direct", {"wg": 128, "rows": 4, "cob": 8})
     assert first("n16g4c256o256i28x28k1x1s1x1p0x0d1x1")[0] == "gemm1x1"
     # 16 input channels (half a 32-row tile): im2col's GEMM for the data gradient; 24 keep the gather
-    assert first("n16g1c16o64i55x55k3x3s1x1p1x1d1x1", "backward_data")[0] == "im2col"
+    assert first("n16g1c16o64i28x28k3x3s1x1p1x1d1x1", "backward_data")[0] == "im2col"
+    # (SqueezeNet's at 55x55, 12544 2x2 tiles, goes to Winograd: 0.91x the others' best)
+    assert first("n16g1c16o64i55x55k3x3s1x1p1x1d1x1", "backward_data")[0] == "winograd"
     assert first("n8g1c24o24i56x56k3x3s1x1p1x1d1x1", "backward_data")[0] == "implicit_gemm"
     # a small image's data gradient over 32 output channels: one implicit GEMM; 64 and more: im2col
     assert first("n16g1c128o32i14x14k3x3s1x1p1x1d1x1", "backward_data")[0] == "implicit_gemm"

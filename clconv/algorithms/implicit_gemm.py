@@ -9,9 +9,9 @@ from ..passes import PASSES
 from ..plan import CHANNELS_FIRST, LAYOUTS, Plan, Problem
 from .base import Algorithm
 from .gemm import (
-    IMPLICIT_ROLES, LARGE_GEMM_TILE, TILE_KEYS, GemmShape, backward_data_shape, forward_shape, gathered_operand,
-    gemm_calls, gemm_tiles, global_vectors, implicit_shape, is_dot_config, pointwise_data_shape,
-    TileWeights, strided_pointwise_data_shape, thrashing_last, tile_config,
+    IMPLICIT_ROLES, LARGE_GEMM_TILE, TILE_KEYS, GemmShape, TileWeights, backward_data_shape, forward_shape,
+    gathered_operand, gemm_calls, gemm_tiles, global_vectors, implicit_shape, is_dot_config, pointwise_data_shape,
+    strided_pointwise_data_shape, thrashing_last, tile_config,
     vector_first, weight_contraction, weight_shape, with_dot_configs,
 )
 from .im2col import dot_weight_plan

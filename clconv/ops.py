@@ -27,8 +27,9 @@ from .passes import OPS
 from .dtypes import name_of
 from .epilogue import IDENTITY, Epilogue, check as check_epilogue
 from .plan import CHANNELS_FIRST, CHANNELS_LAST, Problem, check_layout
+from .runtime import Operand
 from .tensors import (
-    bind, check_allocation, check_device_dtype, check_out, check_tensor, common_dtype, empty_array, pick_queue,
+    _PLAIN_DTYPES, Bound, _c_contiguous, bind, bound, check_allocation, check_device_dtype, check_out, check_tensor, common_dtype, empty_array, pick_queue,
     to_operand,
 )
 
@@ -57,6 +58,7 @@ class _Call(NamedTuple):
     as_array: bool
     algorithm: str
     out: Tensor | None
+    bound: Bound | None = None  # the tensors as operands, where a repeated call made them as it checked them
 
 
 _statics: Cache[_Static] = Cache("calls", maxsize=4096)
@@ -159,11 +161,11 @@ def _overlap(out: cl_array.Array, other: Tensor) -> bool:
 
 def _execute(call: _Call) -> Tensor:
     """Upload what is on the host, allocate the result, plan and enqueue; the result as given."""
-    static, tensors, queue, as_array, algorithm, out = call
+    static, tensors, queue, as_array, algorithm, out, _ = call
     problem = static.problem
     if problem.geometry.batch == 0:
         return _empty_result(static.result_shape, static.dtype, queue, as_array, out)
-    operands, allocator, wait_for, uploads = bind(tensors, queue, out)
+    operands, allocator, wait_for, uploads = call.bound or bind(tensors, queue, out)
     result = out if out is not None else empty_array(queue, static.result_shape, static.dtype, allocator,
                                                      static.context)
     operands[static.result_role], _ = to_operand(result, queue)
@@ -216,24 +218,44 @@ def _repeatable(family: str, tensors: tuple[str, ...]) -> Callable[[Callable[...
         others = operator.itemgetter(*[i for i, name in enumerate(names)
                                        if name not in tensors and i not in (queue_at, out_at)])
 
-        def key_of(args: tuple) -> tuple | None:
-            """(family, queue, the tensors' shapes and dtypes, the other arguments), or None."""
+        def scan(args: tuple) -> tuple[tuple, dict[str, Tensor], Bound, bool] | None:
+            """One pass over a call's tensors: the memo key (family, queue, the tensors' shapes and
+            dtypes, the other arguments), the tensors by role, their operands with the result's
+            allocator and wait list (what :func:`bind` makes), and whether every tensor passed
+            check_tensor's usual case inline; None for a call the memo does not take."""
             if len(args) != len(names) or args[queue_at] is not None:
                 return None
-            if args[out_at] is not None and type(args[out_at]) is not cl_array.Array:
+            out = args[out_at]
+            if out is not None and type(out) is not cl_array.Array:
                 return None  # the full path's TypeError
             queue: cl.CommandQueue | None = None
             layouts: list[tuple | None] = []
-            for _, i, _ in tensor_at:
+            present: dict[str, Tensor] = {}
+            operands: dict[str, Operand] = {}
+            events: list[cl.Event] = []
+            allocator = None
+            usual = True
+            for _, i, role in tensor_at:
                 value = args[i]
                 if value is None:
                     layouts.append(None)
                     continue
-                if (type(value) is not cl_array.Array or value.queue is None
-                        or (queue is not None and value.queue is not queue)):
+                if type(value) is not cl_array.Array:
                     return None
-                queue = value.queue
-                layouts.append((value.shape, value.dtype))
+                value_queue = value.queue
+                if value_queue is None or (queue is not None and value_queue is not queue):
+                    return None
+                queue = value_queue
+                shape, dtype = value.shape, value.dtype
+                layouts.append((shape, dtype))
+                offset, itemsize = value.offset, dtype.itemsize
+                usual = usual and dtype in _PLAIN_DTYPES and not offset % itemsize and _c_contiguous(value)
+                present[role] = value
+                operands[role] = Operand(value.base_data, offset // itemsize)
+                if allocator is None:
+                    allocator = value.allocator
+                if value.events:
+                    events += value.events
             if queue is None:
                 return None
             try:
@@ -241,24 +263,26 @@ def _repeatable(family: str, tensors: tuple[str, ...]) -> Callable[[Callable[...
                 plain = resolve.frozen(others(args))
             except TypeError:
                 return None
-            return family, queue, tuple(layouts), plain
+            if out is not None and out.events:
+                events += out.events
+            return (family, queue, tuple(layouts), plain), present, bound(queue, operands, allocator, events, []), usual
 
         def checked(*args: Any, **kwargs: Any) -> _Call:
-            key = None if kwargs else key_of(args)
-            static = _repeats.get(key) if key is not None else None
-            if key is not None and static is not None:
-                present = {}
-                for name, i, role in tensor_at:
-                    value = args[i]
-                    if value is not None:
-                        present[role] = check_tensor(name, value)  # raises as the full path would
+            scanned = None if kwargs else scan(args)
+            static = _repeats.get(scanned[0]) if scanned is not None else None
+            if scanned is not None and static is not None:
+                key, present, bound_, usual = scanned
+                if not usual:
+                    for name, i, _ in tensor_at:
+                        if args[i] is not None:
+                            check_tensor(name, args[i])  # raises as the full path would
                 out = args[out_at]
                 if out is not None:
                     _check_out(out, static, present.get("residual"))
-                return _Call(static, present, key[1], True, args[algorithm_at], out)
+                return _Call(static, present, key[1], True, args[algorithm_at], out, bound_)
             call = check(*args, **kwargs)
-            if key is not None:
-                _repeats.put(key, call.static)
+            if scanned is not None:
+                _repeats.put(scanned[0], call.static)
             return call
 
         checked.__wrapped__ = check  # type: ignore[attr-defined]

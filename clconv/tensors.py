@@ -125,7 +125,6 @@ def bind(tensors: dict[str, Any], queue: cl.CommandQueue, out: cl_array.Array | 
       long-finished upload events), and a weight keeps its upload event for as long as it lives."""
     operands, uploads, events = {}, [], []
     allocator = None
-    ordered = in_order(queue)
     for role, value in tensors.items():
         if not isinstance(value, cl_array.Array):
             operands[role], upload = to_operand(value, queue)
@@ -137,7 +136,15 @@ def bind(tensors: dict[str, Any], queue: cl.CommandQueue, out: cl_array.Array | 
         events += value.events
     if out is not None:
         events += out.events
-    if ordered:
+    return bound(queue, operands, allocator, events, uploads)
+
+
+def bound(queue: cl.CommandQueue, operands: dict[str, Operand], allocator: Any, events: list[cl.Event],
+          uploads: list[cl_array.Array]) -> Bound:
+    """The :class:`Bound` of operands already made: the result's allocator (the queue's pool where
+    no Array had one) and the wait list, less, on an in-order queue, the queue's own events.  Shared
+    by :func:`bind` and the op layer's repeated calls, which make the operands as they check the tensors."""
+    if events and in_order(queue):
         events = [event for event in events if _queue_of(event) != queue]
     return Bound(operands, allocator if allocator is not None else queue_pool(queue), events or None, uploads)
 

@@ -376,3 +376,18 @@ def test_calls_from_threads_on_one_queue_do_not_share_a_workspace_mid_call(queue
         results = list(pool.map(call, inputs * 3))
     for x_host, got in zip(inputs * 3, results):
         assert_matches(got, reference.forward(g, x_host, w_host), g.reduction_length)
+
+
+def test_a_repeated_call_with_nested_arguments_is_checked_like_a_new_one(queue, rng):
+    """Stride and padding tuples (as PyTorch's modules pass them) key a repeated call by their
+    marshalled bytes: a call with a numpy integer or bytes in them, after the same call with ints
+    was remembered, is still resolved in full (accepted, or refused by name)."""
+    x = cl_array.to_device(queue, random(rng, (1, 2, 6, 6)))
+    w = cl_array.to_device(queue, random(rng, (3, 2, 3, 3)))
+    first = clconv.conv2d(x, w, stride=(1, 1), padding=((1, 1), (1, 1))).get()
+    again = clconv.conv2d(x, w, stride=(np.int64(1), 1), padding=((1, 1), (1, 1))).get()
+    assert np.array_equal(first, again)
+    with pytest.raises(TypeError, match="stride"):
+        clconv.conv2d(x, w, stride=(b"\x01" + b"\x00" * 7, 1), padding=((1, 1), (1, 1)))
+    with pytest.raises(TypeError, match="padding"):
+        clconv.conv2d(x, w, stride=(1, 1), padding=((True, 1), (1, 1)))

@@ -296,7 +296,11 @@ def _unfilled_forward_to_splitk(problem: Problem, device: cl.Device) -> bool:
 # The square tile _unfilled_forward_to_splitk counts an output in (the middle of the GPU tiles)
 UNFILLED_TILE = 64
 SPLITK_FORWARD_FLOPS = (2**25, 384 << 20)
-SPLITK_FORWARD_MIN_CONTRACTION = 512
+# The shortest contraction split-K won at was 576 (64 channels x 9 taps); it lost at 256-384, and at
+# 512 on the Atari DQN's 4x4 stride-2 32 -> 64 layer at batch 32 (170 MFLOP: 27.3 us against the
+# implicit GEMM's 25.0 in kernel time, docs/perf/h200-tune-seventh.json; in a stream of default calls
+# its second launch cost more than that, 59 against 41 us a call on the H200's host)
+SPLITK_FORWARD_MIN_CONTRACTION = 576
 
 
 # Rows of a GEMM below which the smallest GPU tile (32 rows) is mostly empty.

@@ -204,11 +204,13 @@ def test_gpu_heuristic_keeps_tiny_forwards_from_winograd():
     ("n4g1c192o192i12x12k3x3s1x1p1x1d1x1", True),     # 382 MFLOP: 0.83x Winograd's
     ("n2g1c256o256i16x16k3x3s1x1p1x1d1x1", False),    # 604 MFLOP: split-K 1.38x Winograd's time
     ("n4g1c48o96i16x16k3x3s1x1p1x1d1x1", False),      # 48 x 9 = 432 channel-taps: implicit_gemm
+    ("n32g1c32o64i20x20k4x4s2x2p0x0d1x1", False),     # the Atari DQN's 32 x 16 = 512: 1.09x implicit_gemm's
+    ("n32g1c64o64i20x20k3x3s2x2p0x0d1x1", True),      # 64 x 9 = 576, the shortest split-K won at
     ("n8g1c512o256i28x28k1x1s2x2p0x0d1x1", False),    # 1x1: gemm1x1 reads the input in place
     ("n1g2c256o256i14x14k3x3s1x1p1x1d1x1", False),    # grouped: not measured
 ])
 def test_gpu_heuristic_cuts_small_forwards_with_long_contractions(tag, wanted):
-    """planner._small_forward_to_splitk: a forward of 2^25 to 384 Mi FLOPs over at least 512
+    """planner._small_forward_to_splitk: a forward of 2^25 to 384 Mi FLOPs over at least 576
     input channels x taps runs split-K first on GPUs (its output is a handful of tiles, each over
     the whole contraction); never on a CPU, nor channels-last (unmeasured)."""
     problem = _problem(tag)

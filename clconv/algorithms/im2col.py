@@ -17,7 +17,8 @@ from .reduce import splitk_sum
 from .splitk import SplitK
 from .gemm import (
     COLUMN_WEIGHTS, GemmShape, cpu_work_groups, dot_gemm, dot_work_groups, forward_shape, gemm, gemm_tiles, is_cpu_config,
-    is_dot_config, largest_chunk, thrashing_last, tile_config, weight_contraction, weight_shape, with_dot_configs,
+    is_dot_config, largest_chunk, spread_rows, thrashing_last, tile_config, weight_contraction, weight_shape,
+    with_dot_configs,
 )
 
 
@@ -115,6 +116,12 @@ class Im2col(Algorithm):
                 pieces = shape.splits
                 index = problem.index_type(max(col_bytes // problem.itemsize, pieces * g.weight_elements))
             shape = replace(shape, b_view="b_columns", b_nfast=True)
+            # its rows padded where they would share the L1's sets (a power-of-two C_in)
+            row = spread_rows(shape.N, problem.itemsize, limits.of(device))
+            if row != shape.N:
+                shape = replace(shape, b={**shape.b, "LD": row})
+                col_bytes = nb * g.out_pixels * g.groups * row * problem.itemsize
+                index = problem.index_type(max(col_bytes // problem.itemsize, pieces * g.weight_elements))
         core = gemm(problem, shape, tile, index, launches=g.batch // nb)
         calls = [core.packing()] if core.pack and not core.pack_per_chunk else []  # a weight: once for every chunk
         chunks = range(0, g.batch, nb)
@@ -123,7 +130,8 @@ class Im2col(Algorithm):
             for chunk in chunks:
                 calls += [core.call("w", "dy", "col", None, chunk), fold(chunk)]
         else:  # im2col into columns, then the GEMM
-            unfold = self._unfold(problem, index, nb, cpu, transposed, pow2_at_most(limits.of(device).lanes(problem.itemsize)))
+            unfold = self._unfold(problem, index, nb, cpu, transposed, pow2_at_most(limits.of(device).lanes(problem.itemsize)),
+                                  shape.b.get("LD", shape.N))
             a, c, bias = ("w", "y", "bias") if problem.pass_ == "forward" else ("dy", "dw", None)
             in_workspace = problem.pass_ == "backward_weight" and (pieces > 1 or self._sums_in_workspace(problem, nb))
             for chunk in chunks:
@@ -154,9 +162,10 @@ class Im2col(Algorithm):
         return max(1, min(wanted, shape.K // SplitK.MIN_PIECE, room))
 
     @staticmethod
-    def _unfold(problem: Problem, index: str, nb: int, cpu: bool, transposed: bool, lanes: int = 0):
+    def _unfold(problem: Problem, index: str, nb: int, cpu: bool, transposed: bool, lanes: int = 0, row: int = 0):
         """The call that writes one chunk's column buffer (``col``) from the input (``lanes``: the
-        CPU's vector lanes, the side of clc_im2col_t_tiles' tiles; 0 where it has none)."""
+        CPU's vector lanes, the side of clc_im2col_t_tiles' tiles; 0 where it has none; ``row``: the
+        transposed buffer's row stride, at least C_in x taps)."""
         g = problem.geometry
         rows = g.groups * g.cin_per_group * g.kernel_volume
         size: tuple[int, ...]
@@ -165,6 +174,9 @@ class Im2col(Algorithm):
             entry, size = "clc_im2col", (rounded(nb * g.out_pixels, 64), rows)
         else:  # with the CPU GEMM: one work-item per output row (or pixel)
             src = source("im2col_rows.mako", problem, index, writes_result=False, chunk_batch=nb)
+            if transposed:  # its writers take the row stride
+                src = source("im2col_rows.mako", problem, index, writes_result=False, chunk_batch=nb,
+                             COL_T=row or g.cin_per_group * g.kernel_volume)
             lines = g.out_size[0] * g.out_size[1]
             if not transposed:
                 entry, size = "clc_im2col_rows", (lines, nb, rows)
@@ -175,7 +187,8 @@ class Im2col(Algorithm):
                 # 128-512 channels: 1.00-1.02x, their images' last tiles partial)
                 t = min(16, lanes)
                 entry, size = "clc_im2col_t_tiles", (-(-g.out_pixels // t), g.groups * -(-g.cin_per_group // t), nb)
-                src = source("im2col_rows.mako", problem, index, writes_result=False, chunk_batch=nb, T=t)
+                src = source("im2col_rows.mako", problem, index, writes_result=False, chunk_batch=nb, T=t,
+                             COL_T=row or g.cin_per_group)
             elif g.kernel_volume >= 4:
                 # the transposed buffer by rows writes a run of KV values per pixel and channel: for
                 # a 1x1 kernel that is one value, and a pixel's whole row of C_in values (clc_im2col_t)

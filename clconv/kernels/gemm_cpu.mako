@@ -74,9 +74,11 @@ __kernel void clc_pack_a(__global const clc_a_t* restrict a_base, const long a_o
     ivec = capture(prelude.mask_type, real, VN)
     comps = "0123456789abcdef"
     CHECK_M = M % WM != 0
-    # address of B(k, n) (format with k= and n=) and the step per k, for views contiguous along N (b_row)
+    # address of B(k, n) (format with k= and n=) and the step per k, for views contiguous along N (b_row);
+    # a column buffer's rows may be padded (LD: gemm.spread_rows)
+    ldb = f"((clc_idx){b.get('LD', N)})" if b_view == "b_columns" else "CLC_NN"
     B_ROW = {
-        "b_columns": ("b + (g * CLC_K + {k}) * CLC_NN + {n}", "CLC_NN"),
+        "b_columns": (f"b + (g * CLC_K + {{k}}) * {ldb} + {{n}}", f"{ldb}"),
         "b_input_pointwise": ("b + ((chunk + {n} / CLC_OP) * CLC_CIN + g * CLC_CI + {k}) * CLC_IP + {n} % CLC_OP",
                               "CLC_IP"),
         "b_grad_output_cols": ("b + ((chunk + {n} / CLC_OP) * CLC_COUT + g * CLC_CO + {k}) * CLC_OP + {n} % CLC_OP",

@@ -13,7 +13,8 @@
 ##   clc_col2im_rows    the data gradient's way back from the buffer, one dx row per work-item
 ## Parameters: geom, real, data, index, entries, epilogue, bias (the prelude's: clc_col2im_rows
 ## writes the transposed convolution's result), chunk_batch (images per launch), T (clc_im2col_t_tiles'
-## tile side: the vector lanes).
+## tile side: the vector lanes), COL_T (the transposed buffer's row stride, at least CI * KV: its writers
+## need it, the others take none).
 ## x and dx are the call's tensors (clc_data, read with clc_ld); the column buffer is a clc_real
 ## workspace.
 <%!
@@ -23,6 +24,9 @@
 ${prelude.header(geom, real, index, data, epilogue, bias)}
 #define CLC_NB ${chunk_batch}
 #define CLC_COLS ((clc_idx)CLC_NB * CLC_OP)     /* columns of one group's buffer */
+% if context.get("COL_T"):
+#define CLC_COL_T ((clc_idx)${context.get("COL_T")})   /* the transposed buffer's row stride: CI * KV, or padded (gemm.spread_rows) */
+% endif
 ${prelude.entry_points(self, entries)}\
 ##
 <%def name="clc_im2col_rows()">
@@ -73,7 +77,7 @@ __kernel void clc_im2col_t(__global const clc_data* restrict x_base, const long 
     const clc_idx image = get_global_id(1);
     const clc_idx g = get_global_id(2);
     CLC_SPLIT_OUT(po, od, oh, ow);
-    __global clc_real* restrict dst = col + ((g * CLC_COLS) + image * CLC_OP + po) * ((clc_idx)CLC_CI * CLC_KV);
+    __global clc_real* restrict dst = col + ((g * CLC_COLS) + image * CLC_OP + po) * CLC_COL_T;
     __global const clc_data* restrict src = x_base + x_off + ((chunk + image) * CLC_CIN + g * CLC_CI) * CLC_IP;
     for (int ci = 0; ci < CLC_CI; ++ci, src += CLC_IP) {
         for (int kd = 0; kd < CLC_KD; ++kd) {
@@ -110,18 +114,18 @@ __kernel void clc_im2col_t_tiles(__global const clc_data* restrict x_base, const
     const clc_idx c0 = (get_global_id(1) % ${-(-geom.cin_per_group // T)}) * ${T};
     const clc_idx image = get_global_id(2);
     __global const clc_data* restrict plane = x_base + x_off + ((chunk + image) * CLC_CIN + g * CLC_CI + c0) * CLC_IP;
-    __global clc_real* restrict dst = col + (g * CLC_COLS + image * CLC_OP + p0) * CLC_CI + c0;
+    __global clc_real* restrict dst = col + (g * CLC_COLS + image * CLC_OP + p0) * CLC_COL_T + c0;
     if (p0 + ${T} <= CLC_OP && c0 + ${T} <= CLC_CI) {
 % for c in range(T):
         const ${vec} v${c} = ${prelude.vload(T, f"plane + {c} * CLC_IP + p0")};
 % endfor
 % for p in range(T):
-        vstore${T}((${vec})(${", ".join(f"v{c}.s{comps[p]}" for c in range(T))}), 0, dst + ${p} * CLC_CI);
+        vstore${T}((${vec})(${", ".join(f"v{c}.s{comps[p]}" for c in range(T))}), 0, dst + ${p} * CLC_COL_T);
 % endfor
     } else {
         for (int p = 0; p < ${T} && p0 + p < CLC_OP; ++p)
             for (int c = 0; c < ${T} && c0 + c < CLC_CI; ++c)
-                dst[p * CLC_CI + c] = clc_ld(plane, c * CLC_IP + p0 + p);
+                dst[p * CLC_COL_T + c] = clc_ld(plane, c * CLC_IP + p0 + p);
     }
 }
 </%def>\
@@ -145,13 +149,13 @@ __kernel void clc_im2col_t_rows(__global const clc_data* restrict x_base, const 
     const int od = line / CLC_OH, oh = line % CLC_OH;
     __global const clc_data* restrict plane = x_base + x_off + ((chunk + image) * CLC_CIN + gci) * CLC_IP;
     __global clc_real* restrict dst = col + (g * CLC_COLS + image * CLC_OP + (clc_idx)line * CLC_OW)
-                                            * ((clc_idx)CLC_CI * CLC_KV) + ci * CLC_KV;
+                                            * CLC_COL_T + ci * CLC_KV;
 % for r, kd, kh in krows:
     const int id${r} = od * CLC_SD - CLC_PD + ${kd} * CLC_DD, ih${r} = oh * CLC_SH - CLC_PH + ${kh} * CLC_DH;
     const bool ok${r} = (uint)id${r} < (uint)CLC_ID && (uint)ih${r} < (uint)CLC_IH;
     __global const clc_data* restrict src${r} = plane + (ok${r} ? ((clc_idx)id${r} * CLC_IH + ih${r}) * CLC_IW : 0);
 % endfor
-    for (int ow = 0; ow < CLC_OW; ++ow, dst += (clc_idx)CLC_CI * CLC_KV) {
+    for (int ow = 0; ow < CLC_OW; ++ow, dst += CLC_COL_T) {
 % for r, kd, kh in krows:
 % for kw in range(KW):
         { const int iw = ow * CLC_SW - CLC_PW + ${kw} * CLC_DW;

@@ -206,11 +206,12 @@ inline clc_real clc_load_b(__global const clc_b_t* restrict x, clc_idx g, clc_id
 </%def>
 
 <%def name="b_columns(p)">
-/* B(k, n) = col[g][k][n]: an explicit column buffer (im2col), rows of N = chunk images x pixels. */
+/* B(k, n) = col[g][k][n]: an explicit column buffer (im2col), rows of N = chunk images x pixels
+   (or, transposed for the CPU's weight gradient, of input channels x taps), each LD apart. */
 typedef clc_real clc_b_t;
 inline clc_idx clc_at_b(clc_idx g, clc_idx k, clc_idx n, int chunk)
 {
-    return (g * ${p["K"]} + k) * ${p["N"]} + n;
+    return (g * ${p["K"]} + k) * ${p.get("LD", p["N"])} + n;
 }
 inline clc_real clc_load_b(__global const clc_b_t* restrict col, clc_idx g, clc_idx k, clc_idx n, int chunk)
 {

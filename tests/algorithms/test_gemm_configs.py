@@ -14,6 +14,7 @@ Which configuration the planner offers a device: tests/unit/test_gemm_tiles.py.
 from __future__ import annotations
 
 import importlib
+from dataclasses import replace
 
 import numpy as np
 import pyopencl.array as cl_array
@@ -393,6 +394,35 @@ def test_cpu_gemm_1x1_weight_gradient_input_turned_over_in_tiles(queue, rng, tag
     if limits.of(queue.device).lanes(problem.itemsize) >= 4:
         assert plan.calls[0].entry == "clc_im2col_t_tiles"
     run_prepared(queue, rng, problem, REGISTRY["im2col"], CPU["wm4-vn8"])
+
+
+@pytest.mark.parametrize("tag, writer", [
+    ("n2g1c256o8i5x5k1x1s1x1p0x0d1x1", "clc_im2col_t_tiles"),   # rows of 256: 16 lines, padded to 17
+    ("n2g2c64o6i6x6k3x3s1x1p1x1d1x1", "clc_im2col_t_rows"),     # 2 groups of 32 x 9 = 288: 18 lines
+    ("n2g1c96o5i6x7k1x3s1x2p0x1d1x1", "clc_im2col_t"),          # 96 x 3 taps, strided
+], ids=["1x1-tiles", "3x3-grouped", "1x3-strided"])
+@pytest.mark.parametrize("chunked", [False, True], ids=["whole-batch", "per-image"])
+def test_cpu_weight_gradient_with_spread_column_rows(queue, rng, monkeypatch, tag, writer, chunked):
+    # im2col's transposed column buffer with rows padded by a line (gemm.spread_rows), as a CPU with a
+    # known 8-way L1 of 64-byte lines pads them: every writer, the groups' offsets, one image per chunk
+    problem = Problem(geometry(tag), "backward_weight", "float32")
+    g = problem.geometry
+    row = g.cin_per_group * g.kernel_volume
+    if chunked:
+        monkeypatch.setenv("CLCONV_WORKSPACE_LIMIT", str(g.groups * g.out_pixels * (row + 16) * 4))
+    config = CPU["wm4-vn8"]
+    found = limits.of(queue.device)
+    limits.register(queue.device, replace(found, l1_ways=8, l1_way_bytes=4096, l1_line=64,
+                                          float_lanes=max(found.float_lanes, 4)))
+    try:
+        plan = REGISTRY["im2col"].plan(problem, config, queue.device)
+        gemm_call = next(c for c in plan.calls if c.entry == "clc_gemm")
+        assert plan.calls[0].entry == writer and plan.calls[0].source.params["COL_T"] == row + 16
+        assert gemm_call.source.params["b"]["LD"] == row + 16
+        assert sum(c.entry == "clc_gemm" for c in plan.calls) == (2 if chunked else 1)
+        run_prepared(queue, rng, problem, REGISTRY["im2col"], config)
+    finally:
+        limits.register(queue.device, found)
 
 
 # -- the CPU weight gradient as dot products (kernels/gemm_cpu_dot.mako) ---------------------------------

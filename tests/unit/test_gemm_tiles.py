@@ -11,7 +11,7 @@ from clconv import limits
 from clconv.limits import Limits
 from clconv.algorithms.gemm import (
     CPU_TILES, CPU_VECTOR_TILES, GPU_TILES, MAX_COLUMN_BLOCKS, _b_row, column_blocks, cpu_config, cpu_tile_registers,
-    LARGE_GEMM_TILE, LARGE_GEMM_WAVES, gemm_tiles, is_cpu_config, tile_config, vector_first, work_items,
+    LARGE_GEMM_TILE, LARGE_GEMM_WAVES, gemm_tiles, is_cpu_config, is_dot_config, tile_config, vector_first, work_items,
 )
 from clconv.passes import PASSES
 from clconv.plan import Problem
@@ -446,3 +446,45 @@ def test_level1_data_cache_from_sysfs(tmp_path):
             (folder / file).write_text(f"{value}\n")
     assert level1_data_cache(tmp_path) == {"l1_ways": 8, "l1_way_bytes": 4096, "l1_line": 64}
     assert level1_data_cache(tmp_path / "missing") == {}
+
+
+def test_spread_rows_pads_rows_of_an_even_number_of_cache_lines():
+    """gemm.spread_rows: rows of 2, 4, ... 64 lines would put a K-long walk down them into half, a
+    quarter, ... one of the L1's sets; one line more spreads them over every set.  Rows under
+    SPREAD_MIN_LINES lines, rows that are not whole lines, and caches not known stay as they are."""
+    from clconv.algorithms.gemm import SPREAD_MIN_LINES, spread_rows
+
+    l1 = replace(_fake_cpu(), l1_ways=8, l1_way_bytes=4096, l1_line=64)
+    assert spread_rows(1024, 4, l1) == 1040      # 64 lines: every row in one set
+    assert spread_rows(512, 4, l1) == 528
+    assert spread_rows(576, 4, l1) == 592        # a 3x3 layer's 64 channels: 36 lines
+    assert spread_rows(512, 8, l1) == 520        # doubles: 64 lines
+    for odd in (1040, 528, 1000, 16 * SPREAD_MIN_LINES - 16, 9):
+        assert spread_rows(odd, 4, l1) == odd
+    assert spread_rows(1024, 4, _fake_cpu()) == 1024  # the cache unknown: nothing assumed
+
+
+def test_the_cpu_weight_gradients_column_buffer_rows_are_spread():
+    """im2col's transposed column buffer on a CPU (the weight gradient's B): rows of 1024 input
+    channels padded to 1040 (gemm.spread_rows) in the buffer's size, its writer and the GEMM's view
+    alike; 1040 channels, and a CPU whose cache is not known, keep rows of C_in."""
+    from clconv.limits import register
+    from clconv.tools.devices import Described
+
+    def plan(descriptor, l1):
+        device = Described(name="a fake CPU", gpu=False, compute_units=2, work_group=4096,
+                           work_item_sizes=(4096,) * 3, local_mem=4 << 20, global_mem=16 << 30).stand_in()
+        register(device, replace(limits.of(device), float_lanes=16, double_lanes=8,
+                                 **({"l1_ways": 8, "l1_way_bytes": 4096, "l1_line": 64} if l1 else {})))
+        problem = Problem(geometry(descriptor), "backward_weight", "float32")
+        config = next(c for c in REGISTRY["im2col"].configs(problem, device) if is_cpu_config(c) and not is_dot_config(c))
+        out = REGISTRY["im2col"].plan(problem, config, device)
+        unfold = next(c for c in out.calls if c.entry.startswith("clc_im2col_t"))
+        gemm_call = next(c for c in out.calls if c.entry == "clc_gemm")
+        images = out.problem.geometry.batch // sum(c.entry == "clc_gemm" for c in out.calls)
+        assert out.workspaces["col"] == images * 196 * unfold.source.params["COL_T"] * 4
+        return unfold.source.params["COL_T"], gemm_call.source.params["b"].get("LD")
+
+    assert plan("n2g1c1024o256i14x14k1x1s1x1p0x0d1x1", l1=True) == (1040, 1040)
+    assert plan("n2g1c1040o256i14x14k1x1s1x1p0x0d1x1", l1=True) == (1040, None)
+    assert plan("n2g1c1024o256i14x14k1x1s1x1p0x0d1x1", l1=False) == (1024, None)

@@ -29,8 +29,8 @@ from .epilogue import IDENTITY, Epilogue, check as check_epilogue
 from .plan import CHANNELS_FIRST, CHANNELS_LAST, Problem, check_layout
 from .runtime import Operand
 from .tensors import (
-    _PLAIN_DTYPES, Bound, _c_contiguous, bind, bound, check_allocation, check_device_dtype, check_out, check_tensor, common_dtype, empty_array, pick_queue,
-    to_operand,
+    Bound, bind, bound, check_allocation, check_device_dtype, check_out, check_tensor, common_dtype, empty_array,
+    pick_queue, to_operand, usual_array,
 )
 
 Tensor = Any  # numpy.ndarray | pyopencl.array.Array
@@ -246,12 +246,10 @@ def _repeatable(family: str, tensors: tuple[str, ...]) -> Callable[[Callable[...
                 if value_queue is None or (queue is not None and value_queue is not queue):
                     return None
                 queue = value_queue
-                shape, dtype = value.shape, value.dtype
-                layouts.append((shape, dtype))
-                offset, itemsize = value.offset, dtype.itemsize
-                usual = usual and dtype in _PLAIN_DTYPES and not offset % itemsize and _c_contiguous(value)
+                layouts.append((value.shape, value.dtype))
+                usual = usual and usual_array(value)
                 present[role] = value
-                operands[role] = Operand(value.base_data, offset // itemsize)
+                operands[role] = Operand(value.base_data, value.offset // value.dtype.itemsize)
                 if allocator is None:
                     allocator = value.allocator
                 if value.events:

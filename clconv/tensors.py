@@ -25,11 +25,17 @@ from .runtime import Operand, in_order
 _PLAIN_DTYPES = frozenset([np.dtype(np.float32), np.dtype(np.float16), np.dtype(np.float64)])
 
 
+def usual_array(value: Any) -> bool:
+    """Whether ``value`` is the usual call's tensor, which every check of :func:`check_tensor`
+    passes: a C-contiguous pyopencl Array of float32, float16 or float64 at an offset of whole items."""
+    return (type(value) is cl_array.Array and value.dtype in _PLAIN_DTYPES and _c_contiguous(value)
+            and not value.offset % value.dtype.itemsize)
+
+
 def check_tensor(name: str, value: Any, optional: bool = False):
     """Refuse anything but a float32/float64/float16/bfloat16 numpy array or pyopencl Array."""
-    if (type(value) is cl_array.Array and value.dtype in _PLAIN_DTYPES and _c_contiguous(value)
-            and not value.offset % value.dtype.itemsize):
-        return value  # the usual call, which every check below passes
+    if usual_array(value):
+        return value
     if value is None:
         if optional:
             return None

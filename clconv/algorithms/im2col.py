@@ -173,10 +173,9 @@ class Im2col(Algorithm):
             src = source("im2col.mako", problem, index, writes_result=False, chunk_batch=nb)
             entry, size = "clc_im2col", (rounded(nb * g.out_pixels, 64), rows)
         else:  # with the CPU GEMM: one work-item per output row (or pixel)
-            src = source("im2col_rows.mako", problem, index, writes_result=False, chunk_batch=nb)
-            if transposed:  # its writers take the row stride
-                src = source("im2col_rows.mako", problem, index, writes_result=False, chunk_batch=nb,
-                             COL_T=row or g.cin_per_group * g.kernel_volume)
+            # the transposed buffer's writers take its row stride
+            strides = {"COL_T": row or g.cin_per_group * g.kernel_volume} if transposed else {}
+            src = source("im2col_rows.mako", problem, index, writes_result=False, chunk_batch=nb, **strides)
             lines = g.out_size[0] * g.out_size[1]
             if not transposed:
                 entry, size = "clc_im2col_rows", (lines, nb, rows)
@@ -187,8 +186,7 @@ class Im2col(Algorithm):
                 # 128-512 channels: 1.00-1.02x, their images' last tiles partial)
                 t = min(16, lanes)
                 entry, size = "clc_im2col_t_tiles", (-(-g.out_pixels // t), g.groups * -(-g.cin_per_group // t), nb)
-                src = source("im2col_rows.mako", problem, index, writes_result=False, chunk_batch=nb, T=t,
-                             COL_T=row or g.cin_per_group)
+                src = source("im2col_rows.mako", problem, index, writes_result=False, chunk_batch=nb, T=t, **strides)
             elif g.kernel_volume >= 4:
                 # the transposed buffer by rows writes a run of KV values per pixel and channel: for
                 # a 1x1 kernel that is one value, and a pixel's whole row of C_in values (clc_im2col_t)

@@ -616,7 +616,8 @@ def _cpu_heuristic_order(problem: Problem, device: cl.Device) -> list[str]:
 # (C_out x tiles, over C_in, one per tile position) need rows and a contraction long enough to run
 # near the column buffer's GEMM rate (which contracts over 9 C_in).
 CPU_WINOGRAD_MIN_CHANNELS = 64
-# The fewest 4x4 tiles (over the batch) for Winograd's data gradient first on a CPU
+# The fewest 4x4 tiles (over the batch) for Winograd's data gradient first on a CPU (a 7x7 kernel's
+# and, below 16 float lanes, a 3x3 one's; CPU_WINOGRAD_MIN_TILES has the 3x3 kernel's with 16 lanes)
 CPU_WINOGRAD_DATA_MIN_TILES = 96
 # ...and for a 7x7 kernel (F(2x2, 7x7): 64 GEMMs, a transformed patch 16x its tile's outputs) the
 # fewest channels, in and out, for the forward and the data gradient.  On PoCL (2-core EPYC with
@@ -625,13 +626,27 @@ CPU_WINOGRAD_DATA_MIN_TILES = 96
 # 0.56x; at 64 the forward split (0.87x at 56x56, 1.24x at 28x28 batch 2: its transforms took half
 # the time) and the data gradient ran 0.85x.  The weight gradient lost (1.34-1.63x), as 3x3's does.
 CPU_WINOGRAD_7X7_MIN_CHANNELS = 128
-# The fewest 4x4 tiles (over the batch) for Winograd's 3x3 forward first on a CPU with 16 float lanes
-# (AVX-512): the column buffer's GEMM gains more from the wider vectors than Winograd's transforms,
-# which gather their patches lane by lane.  On PoCL (2-core EPYC, AVX-512, 2 threads, interleaved,
-# 2026-12-02) Winograd ran 1.10-1.59x im2col's time on 6 layers of 4-16 tiles (7x7 and 14x14, 256-512
-# channels, batch 1-4) and 0.54-0.90x on 6 of 32-196 tiles; on the AVX2 EPYC (8 lanes) it had won at
-# 7x7 too (above), so no minimum there.
-CPU_WINOGRAD_FORWARD_MIN_TILES = {16: 32}
+# The fewest 4x4 tiles (over the batch) for Winograd's 3x3 forward and data gradient first on a CPU,
+# by its float lanes (the entry of the most lanes it has): with 16 (AVX-512) the column buffer's GEMM
+# gains more from the wider vectors than Winograd's transforms, which gather their patches lane by
+# lane, so Winograd needs tiles enough.  On PoCL (2-core EPYC, AVX-512, 2 threads, each against
+# im2col in one process, interleaved, the minimum of 4 rounds; 2026-12-06, with U written packed by
+# its weight transform, winograd.Winograd.packed_rows): at 12-16 tiles the forward ran in 0.72-0.93x
+# im2col's time on 6 of 7 layers (7x7 256-512 at batch 3-4, 14x14 64-256 at batch 1; AlexNet's
+# 13x13 384 at batch 1 1.06x), the data gradient in 0.62-0.86x on 5 of 7 (1.07x on a 64-channel
+# 14x14 layer of 0.14 ms, 1.15x on a 128 -> 256 one); at 32-64 tiles the data gradient 0.59-0.66x (3
+# layers); at 8 tiles both 0.99-1.17x (7x7 256-512 at batch 2), at 4 1.60-1.66x.  (2026-12-02, with
+# U copied into the packed layout by a launch of its own, the forward had needed 32 tiles: 1.10-1.59x
+# on 6 layers of 4-16.)  With 8 lanes (AVX2 EPYC) the forward won at 7x7 too (above), and the data
+# gradient from CPU_WINOGRAD_DATA_MIN_TILES; not measured again since U is written packed.
+CPU_WINOGRAD_MIN_TILES = {"forward": {16: 16}, "backward_data": {4: CPU_WINOGRAD_DATA_MIN_TILES, 16: 16}}
+
+
+def _lane_entry(table: dict[int, int], lanes: int) -> int:
+    """The value of ``table`` (float lanes -> value) for a CPU of ``lanes`` lanes: that of the
+    largest key it reaches, 0 where it reaches none."""
+    reached = [at for at in table if lanes >= at]
+    return table[max(reached)] if reached else 0
 
 
 def _cpu_winograd_pays(problem: Problem, device: cl.Device) -> bool:
@@ -649,7 +664,8 @@ def _cpu_winograd_pays(problem: Problem, device: cl.Device) -> bool:
     docs/perf/pocl-2t-winograd-*.json), from 98 4x4 tiles F(4x4, 3x3) ran in 0.69-0.95x im2col's
     time in 8 of 9 (the ninth 1.20x, its repeat 0.78x), at 64 tiles 0.73-1.10x (geometric mean
     0.91: a coin toss on a shared 2-core machine), below that 1.03-1.61x; so 3x3 data gradients from
-    CPU_WINOGRAD_DATA_MIN_TILES.  The weight gradient (1.1-3.4x on 8 of 11 layers: its GEMM reads V
+    CPU_WINOGRAD_DATA_MIN_TILES there.  With 16 lanes (AVX-512) the 3x3 forward and data gradient
+    both come from CPU_WINOGRAD_MIN_TILES (measured with U written packed).  The weight gradient (1.1-3.4x on 8 of 11 layers: its GEMM reads V
     across the tiles lane by lane) stays with im2col.  5x5 forwards (F(2x2, 5x5); F(3x3, 5x5), where
     it comes first, in 0.79-0.84x F(2x2, 5x5)'s time on 3 such layers) from 64 channels
     ran in 0.38-0.77x im2col's time (3 layers; 32 channels 1.56x); dilated 3x3 forwards in
@@ -668,11 +684,10 @@ def _cpu_winograd_pays(problem: Problem, device: cl.Device) -> bool:
     winograd = _saving_winograd(problem, device)
     if winograd is None:
         return False
-    if problem.pass_ == "forward":
-        lanes = limits.of(device).lanes(problem.itemsize)
-        minimum = max([tiles for at, tiles in CPU_WINOGRAD_FORWARD_MIN_TILES.items() if lanes >= at], default=0)
-        return g.kernel != (1, 3, 3) or winograd.tiles(problem, 4) >= minimum
-    return g.kernel in ((1, 3, 3), (1, 7, 7)) and winograd.tiles(problem, 4) >= CPU_WINOGRAD_DATA_MIN_TILES
+    tiles = winograd.tiles(problem, 4)
+    if g.kernel == (1, 3, 3):
+        return tiles >= _lane_entry(CPU_WINOGRAD_MIN_TILES[problem.pass_], limits.of(device).lanes(problem.itemsize))
+    return problem.pass_ == "forward" or (g.kernel == (1, 7, 7) and tiles >= CPU_WINOGRAD_DATA_MIN_TILES)
 
 
 def _saving_winograd(problem: Problem, device: cl.Device) -> Winograd | None:

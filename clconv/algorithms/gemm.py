@@ -541,6 +541,9 @@ class GemmShape:
     ksplit: int = 0  # 0: the whole contraction in one piece
     swapped: bool = False  # the transposed GEMM (channels-last): A is the activation, B the weight
     gemms: int = 0  # GEMMs per launch, the range of the views' g: 0 for the geometry's groups
+    # A already lies in the CPU GEMM's packed layout (Winograd's U, which its weight transform writes
+    # so: packed_a_index): read as the packed copy, with no packing launch of its own
+    a_packed: bool = False
 
     def count(self, geometry: ConvGeometry) -> int:
         return self.gemms or geometry.groups
@@ -584,6 +587,8 @@ MIN_SWEEPS_TO_PACK = {"a_weight": 16, "a_weight_t": 2, "a_grad_output_rows": 4, 
 
 
 def _packs_a(shape: GemmShape, tile: Mapping[str, Any], launches: int) -> bool:
+    if shape.a_packed:
+        return True
     if shape.a_view not in PACKED_A_VIEWS or (shape.ksplit and shape.a_view not in PER_CHUNK_VIEWS):
         return False
     if shape.a_view in PER_CHUNK_VIEWS:
@@ -804,6 +809,8 @@ def vector_stores(problem: Problem, shape: GemmShape, tile: Mapping[str, Any]) -
 
 def gemm(problem: Problem, shape: GemmShape, tile: dict, index: str, launches: int = 1) -> Gemm:
     """One GEMM (called ``launches`` times per call: im2col's batch chunks) with ``tile``."""
+    if shape.a_packed and not (is_cpu_config(tile) and not is_dot_config(tile)):
+        raise ValueError(f"A in the CPU GEMM's packed layout is read by CPU GEMM tiles only, not {dict(tile)}")
     if is_cpu_config(tile):
         if problem.layout != CHANNELS_FIRST and shape.reads_activations:  # its row loads and stores assume channels-first activations
             raise ValueError(f"the CPU GEMM configuration {tile} reads channels_first activations only")
@@ -876,7 +883,7 @@ def _cpu_gemm(problem: Problem, shape: GemmShape, tile: dict, index: str, launch
     )
     columns = tile["VN"] * nb  # of one work-item
     global_size = (rounded(blocks, lm), -(-shape.N // columns), shape.count(problem.geometry) * shape.splits)
-    if not packed:
+    if not packed or shape.a_packed:
         return Gemm(src, global_size, (lm, 1, 1))
     return Gemm(src, global_size, (lm, 1, 1), packs="dy" if shape.a_view in PER_CHUNK_VIEWS else "w",
                 pack_size=(shape.K, blocks, gemms), pack_bytes=pack_bytes)

@@ -48,11 +48,14 @@ workspace limit.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from .. import limits, settings
 from ..plan import CHANNELS_FIRST, LAYOUTS, Arg, Plan, Problem, rounded
 from .base import Algorithm, call, epilogue_args, source
 from .gemm import (
-    GPU_TILES, TILE_CANDIDATES, GemmShape, gemm_calls, gemm_tiles, thrashing_last, tile_config, tile_extent,
+    GPU_TILES, TILE_CANDIDATES, GemmShape, gemm_calls, gemm_tiles, is_cpu_config, is_dot_config, thrashing_last,
+    tile_config, tile_extent,
 )
 from .splitk import SplitK
 
@@ -232,14 +235,36 @@ class Winograd(Algorithm):
                          a_kfast=True, b_nfast=True, a={"M": cout, "K": cin}, b={"K": cin, "N": tiles},
                          c={"M": cout, "N": tiles, "accumulate": False, "stored": False}, gemms=gemms)
 
-    def _workspaces(self, problem: Problem, conv: dict, splits: int = 1) -> dict[str, int]:
+    def _workspaces(self, problem: Problem, conv: dict, splits: int = 1, packed_rows: int = 0) -> dict[str, int]:
+        """Bytes of each workspace; ``packed_rows``: U's rows of C_out, rounded up to the CPU GEMM's
+        blocks, where the weight transform writes U packed (:meth:`packed_rows`)."""
         tiles = self._tiles(conv)
         per_position = conv["GROUPS"] * positions(conv["M"], conv["R"]) * problem.itemsize
         v = per_position * conv["CIN"] * tiles
         if problem.pass_ == "backward_weight":  # Y: dy's tiles transformed; M: a piece's products
             return {"v": v, "ydy": per_position * conv["COUT"] * tiles,
                     "m": splits * per_position * conv["COUT"] * conv["CIN"]}
-        return {"u": per_position * conv["COUT"] * conv["CIN"], "v": v, "m": per_position * conv["COUT"] * tiles}
+        u_rows = packed_rows or conv["COUT"]
+        return {"u": per_position * u_rows * conv["CIN"], "v": v, "m": per_position * conv["COUT"] * tiles}
+
+    @staticmethod
+    def transform_lanes(problem: Problem, fit: limits.Limits) -> int:
+        """Tiles (filters) per work-item of the transforms: CPU_VT where the CPU has vector lanes (its
+        transforms and GEMM are written in explicit vectors; llvmpipe has none), else 1."""
+        return CPU_VT if not fit.gpu and fit.lanes(problem.itemsize) >= 4 else 1
+
+    @staticmethod
+    def packed_rows(problem: Problem, conv: dict, tile: dict, vt: int) -> int:
+        """U's rows (C_out rounded up to whole blocks of WM) where the weight transform writes U in
+        the CPU GEMM's packed layout (gemm_cpu.mako's Ap[gemm][block][k][WM]), else 0.  It does so
+        for the forward and data gradient on a CPU whose transforms run in vectors (``vt`` > 1)
+        with a CPU GEMM tile: the GEMMs then read U as their packed copy, and the copy the GEMM
+        would make (clc_pack_a, a launch reading and writing all of U) is not made.  On PoCL
+        (2-core EPYC, AVX-512) that copy took 0.15 ms of 0.87 on a 3x3 128-channel layer at 14x14,
+        batch 4; U written packed costs the transform the same stores."""
+        if problem.pass_ == "backward_weight" or vt < 2 or not is_cpu_config(tile) or is_dot_config(tile):
+            return 0
+        return rounded(conv["COUT"], tile["WM"])
 
     def decline_reason(self, problem, device):
         reason = super().decline_reason(problem, device)
@@ -308,7 +333,10 @@ class Winograd(Algorithm):
             # the GEMMs read workspaces, laid out as channels-first matrices whatever the layout
             tiles = gemm_tiles(shape.M, shape.N, fit, problem.itemsize, groups=shape.gemms, layout=CHANNELS_FIRST,
                                plain=True)
-            return [{"m": m, **tile} for tile in thrashing_last(tiles, problem, shape, fit)]
+            # where the weight transform writes U packed, no CPU tile reads it in place
+            packed = self.transform_lanes(problem, fit) > 1
+            ordered = thrashing_last(tiles, problem, replace(shape, a_packed=True) if packed else shape, fit)
+            return [{"m": m, **tile} for tile in ordered]
         # the weight gradient's pieces supply the parallelism (as split-K's): tiles by edge waste,
         # then the piece count that brings the work-groups nearest to filling the device
         out = []
@@ -352,21 +380,24 @@ class Winograd(Algorithm):
         tile = tile_config(config)
         requested = config.get("splits", 1)
         ksplit = SplitK.piece_length(self._tiles(conv), requested, tile_extent(tile)[2]) if requested > 1 else 0
-        shape = self._shape(problem, conv, ksplit)
+        fit = limits.of(device)
+        vt = self.transform_lanes(problem, fit)
+        packed_rows = self.packed_rows(problem, conv, tile, vt)
+        shape = replace(self._shape(problem, conv, ksplit), a_packed=bool(packed_rows))
         splits = shape.splits  # the pieces the GEMM writes (fewer than asked where the cut leaves one empty)
-        spaces = self._workspaces(problem, conv, splits)
+        spaces = self._workspaces(problem, conv, splits, packed_rows)
         index = problem.index_type(max(spaces.values()) // problem.itemsize)
         tiles = self._tiles(conv)
         weight_grad = problem.pass_ == "backward_weight"
-        fit = limits.of(device)
-        # explicit vectors where the CPU has vector lanes (as the CPU GEMM's; llvmpipe has none)
-        vt = CPU_VT if not fit.gpu and fit.lanes(problem.itemsize) >= 4 else 1
         # rows of the transforms' launch: the input's channels, then dy's (weight gradient) or the
         # weight's filters, row_width to a row; on a CPU vt tiles (filters, in runs within a group) to
         # a work-item
         filters = g.groups * conv["COUT"] * conv["CIN"]
         if vt == 1:
             row_width = rounded(tiles, 64)
+        elif packed_rows:  # runs of VT output channels of one input channel, over the packed rows
+            row_width = max(-(-tiles // vt), CPU_MIN_ROW)
+            filters = g.groups * conv["CIN"] * -(-packed_rows // vt)
         else:
             row_width = max(-(-tiles // vt), CPU_MIN_ROW)
             filters = g.groups * -(-(conv["COUT"] * conv["CIN"]) // vt)  # runs
@@ -389,7 +420,8 @@ class Winograd(Algorithm):
         # the transforms are one program (a first call builds it and the GEMM's: two builds); the
         # GEMM reads and writes workspaces only, so every epilogue of the geometry shares it
         src = source("winograd.mako", problem, index, SPLITS=splits, WEIGHT_GRAD=weight_grad, ROW_WIDTH=row_width,
-                     BT=bt, G=gm, AT=at, VT=vt, SUM_FILTERS=sum_filters, SUM_PARTS=sum_parts, RV=row_vector, **conv)
+                     BT=bt, G=gm, AT=at, VT=vt, SUM_FILTERS=sum_filters, SUM_PARTS=sum_parts, RV=row_vector,
+                     PACK_WM=tile["WM"] if packed_rows else 0, **conv)
         source_role, other_role, other_space = ("x", "dy", "ydy") if weight_grad else (problem.spec.inputs[0], "w", "u")
         transforms = call(src, "clc_wino_transforms", (row_width, g.groups * conv["CIN"] + other_rows), None,
                           Arg(source_role), Arg(other_role), Arg("v", with_offset=False),

@@ -26,7 +26,8 @@
 ## M, BT, G, AT (the transform matrices, as lists of
 ## rows of floats); WEIGHT_GRAD (which pair clc_wino_transforms runs), ROW_WIDTH (its launch's
 ## extent along tiles), SPLITS (the weight gradient's pieces), RV (M where clc_wino_output stores a
-## tile's rows as aligned vectors, else 0).
+## tile's rows as aligned vectors, else 0), PACK_WM (where non-zero, U is written in the CPU GEMM's
+## packed layout of blocks of PACK_WM rows, which its GEMMs read as their packed A: gemm_cpu.mako).
 <%namespace name="prelude" file="prelude.mako"/>
 <%!
 def combination(coefficients, terms, suffix):
@@ -266,6 +267,59 @@ ${left("gf", G, "f", R)}\
 ${right("t", "gf", GT, ALPHA)}\
 ${store_positions(f"u + (clc_idx)g * {ALPHA * ALPHA} * {COUT} * {CIN} + oi0", f"(clc_idx){COUT} * {CIN}", "t")}\
 }
+% if PACK_WM:
+<%
+    # U in the CPU GEMM's packed layout: GEMM (g, t)'s A as blocks of PACK_WM rows (output channels),
+    # each block k-major: Ap[g * ALPHA^2 + t][o / PACK_WM][i][o % PACK_WM], rows past COUT repeating
+    # row COUT - 1 (the GEMM reads whole blocks and never stores those rows' sums).  A run's VT
+    # lanes are VT consecutive output channels from a multiple of VT, so each sub-run of S lanes
+    # (S the greatest power of two dividing both) lies inside one block: one vstoreS each.
+    import math
+    MP = -(-COUT // PACK_WM) * PACK_WM
+    S = math.gcd(VT, PACK_WM)
+    comps = "0123456789abcdef"
+%>
+
+/* U for output channels o0 .. o0 + ${VT - 1} (those below ${MP}) of input channel i of group g, stored
+   packed: Ap[g * ${ALPHA * ALPHA} + t][o / ${PACK_WM}][i][o % ${PACK_WM}] */
+inline void clc_wino_weight_packed(__global const clc_data* restrict w, __global clc_real* restrict u, int o0, int i,
+                                   int g)
+{
+    clc_idx base[${VT}];
+    for (int l = 0; l < ${VT}; ++l) {
+        const int o = min(o0 + l, ${COUT - 1});  /* rows past COUT repeat the last one */
+% if FLIP:
+        /* the data gradient: tap (r, c) of filter (o, i) is the forward weight w[g*CIN + i][o][R-1-r][R-1-c] */
+        base[l] = ((clc_idx)(g * ${CIN} + i) * ${COUT} + o) * ${TAPS};
+% else:
+        base[l] = ((clc_idx)(g * ${COUT} + o) * ${CIN} + i) * ${TAPS};
+% endif
+    }
+    clc_wvec f[${R}][${R}], gf[${ALPHA}][${R}], t[${ALPHA}][${ALPHA}];
+    clc_real lane[${VT}];
+% for k in range(TAPS):
+    for (int l = 0; l < ${VT}; ++l) lane[l] = clc_ld(w, base[l] + ${TAPS - 1 - k if FLIP else k});
+    f[${k // R}][${k % R}] = vload${VT}(0, lane);
+% endfor
+${left("gf", G, "f", R)}\
+${right("t", "gf", GT, ALPHA)}\
+    /* element (t, o, i) of group g: ((g * ALPHA^2 + t) * ${MP // PACK_WM} + o / ${PACK_WM}) * ${CIN} * ${PACK_WM} + i * ${PACK_WM} + o % ${PACK_WM} */
+    __global clc_real* restrict out = u + (clc_idx)g * ${ALPHA * ALPHA * MP * CIN} + (clc_idx)i * ${PACK_WM};
+% for sub in range(VT // S):
+    if (o0 + ${sub * S} < ${MP}) {
+        __global clc_real* restrict run = out + (clc_idx)((o0 + ${sub * S}) / ${PACK_WM}) * ${CIN * PACK_WM} + (o0 + ${sub * S}) % ${PACK_WM};
+% for k in range(ALPHA * ALPHA):
+<% part = "" if S == VT else ".s" + comps[sub * S:(sub + 1) * S] %>\
+% if S == 1:
+        run[${k * MP * CIN}] = t[${k // ALPHA}][${k % ALPHA}]${part};
+% else:
+        vstore${S}(t[${k // ALPHA}][${k % ALPHA}]${part}, 0, run + ${k * MP * CIN});
+% endif
+% endfor
+    }
+% endfor
+}
+% endif
 % else:
 
 /* Y for tiles p0 .. p0 + lanes - 1 of output channel go (lanes past them repeat the last tile) */
@@ -323,6 +377,14 @@ __kernel void clc_wino_transforms(__global const clc_data* restrict src_base, co
     if (x * ${VT} < CLC_W_P)
         clc_wino_grad_output_vec(other_base + other_off, other_out, x * ${VT}, (int)min((clc_idx)${VT}, CLC_W_P - x * ${VT}),
                                  row - ${GROUPS * CIN});
+% elif PACK_WM:
+<% ORUNS = -(-(-(-COUT // PACK_WM) * PACK_WM) // VT) %>\
+    /* runs of VT output channels of one input channel, ${ORUNS} to an input channel, over U's packed rows */
+    const clc_idx run = (clc_idx)(row - ${GROUPS * CIN}) * ${ROW_WIDTH} + x;  /* (g * CIN + i) * ${ORUNS} + run of o */
+    if (run < ${GROUPS * CIN * ORUNS}) {
+        const int gi = (int)(run / ${ORUNS});
+        clc_wino_weight_packed(other_base + other_off, other_out, (int)(run % ${ORUNS}) * ${VT}, gi % ${CIN}, gi / ${CIN});
+    }
 % else:
 <% runs = -(-(COUT * CIN) // VT) %>\
     const clc_idx run = (clc_idx)(row - ${GROUPS * CIN}) * ${ROW_WIDTH} + x;  /* g * ${runs} + run within the group */

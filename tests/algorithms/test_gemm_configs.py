@@ -615,6 +615,31 @@ def test_winograd_gemm_tiles(queue, rng, case, pass_, m):
                  REGISTRY["winograd"], {"m": m, **tile}, share=WINOGRAD_ERROR[m, 3])
 
 
+@pytest.mark.parametrize("tag, pass_, m, wm, vn", [
+    (WINOGRAD, "forward", 2, 16, 16),         # C_out 10 in one 16-row block: one vstore16 a position
+    (ODD_WINOGRAD, "backward_data", 2, 6, 16),  # 5 rows (dx's channels) in a 6-row block: vstore2s
+    (ODD_WINOGRAD, "forward", 4, 12, 8),      # 7 in a 12-row block: vstore4s, the run past 12 not stored
+    (WINOGRAD, "backward_data", 4, 8, 16),    # 6 in an 8-row block: a run's two halves, the second past it
+], ids=["wm16", "wm6-data", "wm12-f4", "wm8-data-f4"])
+def test_winograd_u_written_packed(queue, rng, tag, pass_, m, wm, vn):
+    """On a CPU with vector lanes the weight transform writes U in the CPU GEMM's packed layout for
+    each of its row blocks (winograd.Winograd.packed_rows): runs of 16 output channels stored in
+    sub-runs as wide as the block allows, rows past C_out repeating the last (read, never stored),
+    and no packing launch."""
+    if limits.of(queue.device).gpu or limits.of(queue.device).lanes(4) < 4:
+        pytest.skip("U is written packed by the vector transforms of CPUs with vector lanes")
+    problem = Problem(geometry(tag), pass_, "float32", bias=pass_ == "forward")
+    config = {"m": m, **cpu_config(wm, vn, 8)}
+    winograd = REGISTRY["winograd"]
+    plan = winograd.plan(problem, config, queue.device)
+    conv = winograd._conv(problem, m)
+    assert plan.calls[0].source.params["PACK_WM"] == wm
+    assert [c.entry for c in plan.calls] == ["clc_wino_transforms", "clc_gemm", "clc_wino_output"]
+    rows = -(-conv["COUT"] // wm) * wm
+    assert plan.workspaces["u"] == conv["GROUPS"] * (m + 2) ** 2 * rows * conv["CIN"] * 4
+    run_prepared(queue, rng, problem, winograd, config, share=WINOGRAD_ERROR[m, 3])
+
+
 @pytest.mark.parametrize("m", [2, 4])
 @pytest.mark.parametrize("pass_", ["forward", "backward_data", "backward_weight"])
 @pytest.mark.parametrize("vt", [1, 16], ids=["one-tile", "vectors"])
@@ -622,7 +647,8 @@ def test_winograd_transforms_per_work_item(queue, rng, monkeypatch, pass_, m, vt
     """The transforms with one tile (filter) per work-item, as GPUs run them, and with vectors of 16
     (CPUs with vector lanes), on any device: runs of tiles and filters cut short at the end (90 2x2
     tiles, 15 filters a group), the weight's runs within a group, the data gradient's flipped weight;
-    the CPU GEMM reading U packed (two groups x 16 positions of GEMMs)."""
+    the CPU GEMM reading U packed (two groups x 16 positions of GEMMs): written so by the vector
+    weight transform, else copied by the GEMM's own packing launch where it pays."""
     winograd_module = importlib.import_module("clconv.algorithms.winograd")
     monkeypatch.setattr(winograd_module, "CPU_VT", vt)
     problem = Problem(geometry(WINOGRAD), pass_, "float32", bias=pass_ == "forward")
@@ -631,10 +657,14 @@ def test_winograd_transforms_per_work_item(queue, rng, monkeypatch, pass_, m, vt
     plan = winograd.plan(problem, config, queue.device)
     lanes = limits.of(queue.device).lanes(4) >= 4 and not limits.of(queue.device).gpu
     assert plan.calls[0].source.params["VT"] == (vt if lanes else 1)
-    # the CPU GEMM packs U (forward, data gradient) where its 8-column blocks sweep it 4+ times (90 2x2
+    # the vector weight transform writes U packed in 4-row blocks (forward, data gradient); with one
+    # filter per work-item the GEMM packs U where its 8-column blocks sweep it 4+ times (90 2x2
     # tiles: 12; 18 or 27 4x4 tiles: 3 or 4)
+    written_packed = pass_ != "backward_weight" and vt > 1 and lanes
     sweeps = -(-winograd.tiles(problem, m) // 8)
-    assert ("clc_pack_a" in [c.entry for c in plan.calls]) == (pass_ != "backward_weight" and sweeps >= 4)
+    assert plan.calls[0].source.params["PACK_WM"] == (4 if written_packed else 0)
+    copied = pass_ != "backward_weight" and not written_packed and sweeps >= 4
+    assert ("clc_pack_a" in [c.entry for c in plan.calls]) == copied
     caches.clear_caches()  # the prepared runners are keyed without CPU_VT: none from another test, none left
     try:
         run_prepared(queue, rng, problem, winograd, config, share=WINOGRAD_ERROR[m, 3])

@@ -335,23 +335,29 @@ def test_declining_algorithm_raises_value_error_naming_it(rng, algorithm, pass_,
 
 
 
-def test_cpu_winograd_forward_needs_tiles_enough_with_16_lanes():
-    """With 16 float lanes (AVX-512) a 3x3 forward takes Winograd first only from
-    CPU_WINOGRAD_FORWARD_MIN_TILES 4x4 tiles over the batch; with 8 lanes (AVX2) from any count."""
-    from clconv.planner import CPU_WINOGRAD_FORWARD_MIN_TILES, _cpu_winograd_pays
+def test_cpu_winograd_needs_tiles_enough_with_16_lanes():
+    """With 16 float lanes (AVX-512) a 3x3 forward and data gradient take Winograd first only from
+    CPU_WINOGRAD_MIN_TILES (16) 4x4 tiles over the batch; with 8 lanes (AVX2) the forward from any
+    count and the data gradient from CPU_WINOGRAD_DATA_MIN_TILES (96)."""
+    from clconv.planner import CPU_WINOGRAD_DATA_MIN_TILES, CPU_WINOGRAD_MIN_TILES, _cpu_winograd_pays
 
     device = fake_device(gpu=False, compute_units=2)
     avx512 = replace(limits.of(device), float_lanes=16, double_lanes=8)
     avx2 = replace(avx512, float_lanes=8, double_lanes=4)
-    few = Problem(geometry("n2g1c256o256i7x7k3x3s1x1p1x1d1x1"), "forward", "float32")    # 8 4x4 tiles
-    many = Problem(geometry("n8g1c256o256i7x7k3x3s1x1p1x1d1x1"), "forward", "float32")   # 32
-    assert CPU_WINOGRAD_FORWARD_MIN_TILES[16] == 32
+
+    def pays(batch, pass_):
+        return _cpu_winograd_pays(Problem(geometry(f"n{batch}g1c256o256i7x7k3x3s1x1p1x1d1x1"), pass_, "float32"), device)
+
+    assert CPU_WINOGRAD_MIN_TILES == {"forward": {16: 16}, "backward_data": {4: CPU_WINOGRAD_DATA_MIN_TILES, 16: 16}}
+    assert CPU_WINOGRAD_DATA_MIN_TILES == 96
     original = limits.of(device)
     try:
-        limits.register(device, avx512)
-        assert not _cpu_winograd_pays(few, device) and _cpu_winograd_pays(many, device)
+        limits.register(device, avx512)  # 4 4x4 tiles an image
+        for pass_ in ("forward", "backward_data"):
+            assert not pays(3, pass_) and pays(4, pass_) and pays(32, pass_)  # 12, 16, 128 tiles
         limits.register(device, avx2)
-        assert _cpu_winograd_pays(few, device) and _cpu_winograd_pays(many, device)
+        assert pays(1, "forward") and pays(3, "forward")
+        assert not pays(16, "backward_data") and pays(24, "backward_data")  # 64, 96 tiles
     finally:
         limits.register(device, original)
 

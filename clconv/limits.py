@@ -45,6 +45,8 @@ class Limits:
     double_lanes: int = 1
     # bytes of the largest cache level one compute unit has to itself (a CPU core's L2); 0: unknown
     core_cache: int = 0
+    # bytes of the largest cache level a CPU's cores share (its L3); 0: unknown or none
+    shared_cache: int = 0
     # a CPU core's level-1 data cache: its ways, and the bytes one way spans (sets x line: 4 KiB on
     # x86's 32 KiB 8-way and 48 KiB 12-way caches), so that addresses that many bytes apart share a
     # set; 0: unknown
@@ -109,7 +111,8 @@ def _probe(device: cl.Device, context: cl.Context | None) -> Limits:
             atomic_write(path, json.dumps({"kernel_work_group_size": granted}).encode())
     # a CPU device runs on the host's cores: their caches, as Linux describes its first CPU
     cpu = Path("/sys/devices/system/cpu/cpu0")
-    caches = {"core_cache": core_cache(cpu), **level1_data_cache(cpu)} if device.type & cl.device_type.CPU else {}
+    caches = ({"core_cache": core_cache(cpu), "shared_cache": core_cache(cpu, shared=True), **level1_data_cache(cpu)}
+              if device.type & cl.device_type.CPU else {})
     return Limits(
         work_group=max(1, min(device.max_work_group_size, granted)),
         work_item_sizes=tuple(device.max_work_item_sizes),
@@ -122,12 +125,12 @@ def _probe(device: cl.Device, context: cl.Context | None) -> Limits:
     )
 
 
-def core_cache(cpu: Path) -> int:
+def core_cache(cpu: Path, shared: bool = False) -> int:
     """The largest data cache private to one core of a CPU device, from Linux's sysfs (OpenCL
     reports only CL_DEVICE_GLOBAL_MEM_CACHE_SIZE, which PoCL fills with the shared last level:
     300 MiB on a Xeon whose cores have 2 MiB each).  A CPU device runs on the host's cores.
-    ``cpu``: a CPU's sysfs directory.  0 where unknown (not Linux): configurations then assume
-    nothing about caches."""
+    ``cpu``: a CPU's sysfs directory; ``shared``: the largest one shared with other cores instead
+    (the L3).  0 where unknown (not Linux) or absent: configurations then assume nothing about caches."""
     try:
         core = (cpu / "topology" / "thread_siblings_list").read_text().strip()  # the CPU and its hyperthreads
     except OSError:
@@ -136,11 +139,11 @@ def core_cache(cpu: Path) -> int:
     for index in (cpu / "cache").glob("index*"):
         try:
             kind = (index / "type").read_text().strip()
-            shared = (index / "shared_cpu_list").read_text().strip()
+            sharers = (index / "shared_cpu_list").read_text().strip()
             size = (index / "size").read_text().strip()
         except OSError:
             continue
-        if kind in ("Data", "Unified") and shared == core and size[:-1].isdigit():
+        if kind in ("Data", "Unified") and (sharers != core) == shared and size[:-1].isdigit():
             scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(size[-1], 0)
             found = max(found, int(size[:-1]) * scale)
     return found

@@ -34,15 +34,23 @@ class Im2col(Algorithm):
         return g.groups * g.cin_per_group * g.kernel_volume * g.out_pixels * problem.itemsize
 
     # With the CPU GEMM, images per launch are capped so that the column buffer stays about
-    # cache-sized (measured on PoCL: 1-2 images' columns per launch ran the forward and weight
-    # gradient of 3x3 layers up to 1.9x faster than a buffer for the whole batch)
+    # cache-sized: CPU_COLUMN_BYTES, or a quarter of the cache the cores share where that is more
+    # (CPU_SHARED_CACHE_SHARE).  Measured on PoCL: on an early machine 1-2 images' columns per
+    # launch ran the forward and weight gradient of 3x3 layers up to 1.9x faster than a buffer for
+    # the whole batch; on a 2-core AVX-512 EPYC with 32 MiB of L3 (2026-12-06, docs/performance.md)
+    # chunks of up to 8 MiB ran in 0.81-0.96x the time of 2 MiB ones on 7 passes (a 3x3 32-channel
+    # layer at 28x28, batch 8, all three passes: 8 launches of tiny GEMMs became 1; the stem's
+    # forward and weight gradient; 3x3 weight gradients at 28x28 and 14x14, batch 4) and tied on
+    # the rest, none slower.
     CPU_COLUMN_BYTES = 2 << 20
+    CPU_SHARED_CACHE_SHARE = 4
 
     def chunk_batch(self, problem: Problem, device, config: dict | None = None) -> int:
         per_image = self._column_bytes_per_image(problem)
         limit = settings.workspace_limit(device)
         if config is not None and is_cpu_config(config):
-            limit = min(limit, max(self.CPU_COLUMN_BYTES, per_image))
+            cap = max(self.CPU_COLUMN_BYTES, limits.of(device).shared_cache // self.CPU_SHARED_CACHE_SHARE)
+            limit = min(limit, max(cap, per_image))
         return largest_chunk(problem.geometry.batch, per_image, limit)
 
     def decline_reason(self, problem, device):

@@ -221,6 +221,7 @@ def test_core_cache_is_the_largest_cache_private_to_a_core(tmp_path):
         (entry / "size").write_text(size + "\n")
         (entry / "shared_cpu_list").write_text(shared + "\n")
     assert limits.core_cache(cpu) == 2 << 20  # the L2, not the shared L3 nor the instruction cache
+    assert limits.core_cache(cpu, shared=True) == 300 << 20  # the L3
     assert limits.core_cache(tmp_path / "cpu9") == 0  # nothing readable: unknown
 
 
@@ -246,11 +247,22 @@ def test_implicit_im2col_views_keep_a_local_memory_tile_first():
 
 
 def test_cpu_column_buffer_is_cache_sized(queue):
+    """The CPU GEMM's column buffer per launch: 2 MiB, or a quarter of the cores' shared cache where
+    that is more (Im2col.CPU_SHARED_CACHE_SHARE); one image's columns at least."""
     problem = Problem(geometry("n8g1c64o64i28x28k3x3s1x1p1x1d1x1"), "forward", "float32")  # 1.8 MB of columns per image
+    small = Problem(geometry("n8g1c8o64i28x28k3x3s1x1p1x1d1x1"), "forward", "float32")  # 0.23 MB
     im2col = REGISTRY["im2col"]
-    assert im2col.chunk_batch(problem, queue.device, cpu_config(8, 16, 8)) == 1
-    small = Problem(geometry("n8g1c8o64i28x28k3x3s1x1p1x1d1x1"), "forward", "float32")
-    assert im2col.chunk_batch(small, queue.device, cpu_config(8, 16, 8)) == 8
+    found = limits.of(queue.device)
+    try:
+        limits.register(queue.device, replace(found, shared_cache=0))  # no shared cache known: 2 MiB
+        assert im2col.chunk_batch(problem, queue.device, cpu_config(8, 16, 8)) == 1
+        assert im2col.chunk_batch(small, queue.device, cpu_config(8, 16, 8)) == 8
+        limits.register(queue.device, replace(found, shared_cache=4 << 20))  # a quarter is under 2 MiB
+        assert im2col.chunk_batch(problem, queue.device, cpu_config(8, 16, 8)) == 1
+        limits.register(queue.device, replace(found, shared_cache=32 << 20))  # 8 MiB: 4 images of 1.8 MB
+        assert im2col.chunk_batch(problem, queue.device, cpu_config(8, 16, 8)) == 4
+    finally:
+        limits.register(queue.device, found)
 
 
 def _cpu(units=2):

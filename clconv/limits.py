@@ -111,8 +111,10 @@ def _probe(device: cl.Device, context: cl.Context | None) -> Limits:
             atomic_write(path, json.dumps({"kernel_work_group_size": granted}).encode())
     # a CPU device runs on the host's cores: their caches, as Linux describes its first CPU
     cpu = Path("/sys/devices/system/cpu/cpu0")
-    caches = ({"core_cache": core_cache(cpu), "shared_cache": core_cache(cpu, shared=True), **level1_data_cache(cpu)}
-              if device.type & cl.device_type.CPU else {})
+    caches = {}
+    if device.type & cl.device_type.CPU:
+        private, shared = data_caches(cpu)
+        caches = {"core_cache": private, "shared_cache": shared, **level1_data_cache(cpu)}
     return Limits(
         work_group=max(1, min(device.max_work_group_size, granted)),
         work_item_sizes=tuple(device.max_work_item_sizes),
@@ -125,17 +127,17 @@ def _probe(device: cl.Device, context: cl.Context | None) -> Limits:
     )
 
 
-def core_cache(cpu: Path, shared: bool = False) -> int:
-    """The largest data cache private to one core of a CPU device, from Linux's sysfs (OpenCL
-    reports only CL_DEVICE_GLOBAL_MEM_CACHE_SIZE, which PoCL fills with the shared last level:
-    300 MiB on a Xeon whose cores have 2 MiB each).  A CPU device runs on the host's cores.
-    ``cpu``: a CPU's sysfs directory; ``shared``: the largest one shared with other cores instead
-    (the L3).  0 where unknown (not Linux) or absent: configurations then assume nothing about caches."""
+def data_caches(cpu: Path) -> tuple[int, int]:
+    """The largest data cache private to one core of a CPU device and the largest one its cores
+    share (the L3), in bytes, from Linux's sysfs (OpenCL reports only CL_DEVICE_GLOBAL_MEM_CACHE_SIZE,
+    which PoCL fills with the shared last level: 300 MiB on a Xeon whose cores have 2 MiB each).  A
+    CPU device runs on the host's cores.  ``cpu``: a CPU's sysfs directory.  0 where unknown (not
+    Linux) or absent: configurations then assume nothing about that cache."""
     try:
         core = (cpu / "topology" / "thread_siblings_list").read_text().strip()  # the CPU and its hyperthreads
     except OSError:
         core = cpu.name.removeprefix("cpu")
-    found = 0
+    private = shared = 0
     for index in (cpu / "cache").glob("index*"):
         try:
             kind = (index / "type").read_text().strip()
@@ -143,10 +145,23 @@ def core_cache(cpu: Path, shared: bool = False) -> int:
             size = (index / "size").read_text().strip()
         except OSError:
             continue
-        if kind in ("Data", "Unified") and (sharers != core) == shared and size[:-1].isdigit():
+        if kind in ("Data", "Unified") and size[:-1].isdigit():
             scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(size[-1], 0)
-            found = max(found, int(size[:-1]) * scale)
-    return found
+            if sharers == core:
+                private = max(private, int(size[:-1]) * scale)
+            else:
+                shared = max(shared, int(size[:-1]) * scale)
+    return private, shared
+
+
+def core_cache(cpu: Path) -> int:
+    """The largest data cache private to one core (:func:`data_caches`)."""
+    return data_caches(cpu)[0]
+
+
+def shared_cache(cpu: Path) -> int:
+    """The largest data cache the cores share (:func:`data_caches`)."""
+    return data_caches(cpu)[1]
 
 
 def level1_data_cache(cpu: Path) -> dict[str, int]:

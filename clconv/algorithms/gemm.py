@@ -548,7 +548,7 @@ class GemmShape:
     swapped: bool = False  # the transposed GEMM (channels-last): A is the activation, B the weight
     gemms: int = 0  # GEMMs per launch, the range of the views' g: 0 for the geometry's groups
     # A already lies in the CPU GEMM's packed layout (Winograd's U, which its weight transform writes
-    # so: packed_a_index): read as the packed copy, with no packing launch of its own
+    # so: Winograd.packed_rows): read as the packed copy, with no packing launch of its own
     a_packed: bool = False
 
     def count(self, geometry: ConvGeometry) -> int:

@@ -395,12 +395,11 @@ class Winograd(Algorithm):
         filters = g.groups * conv["COUT"] * conv["CIN"]
         if vt == 1:
             row_width = rounded(tiles, 64)
-        elif packed_rows:  # runs of VT output channels of one input channel, over the packed rows
-            row_width = max(-(-tiles // vt), CPU_MIN_ROW)
-            filters = g.groups * conv["CIN"] * -(-packed_rows // vt)
         else:
             row_width = max(-(-tiles // vt), CPU_MIN_ROW)
-            filters = g.groups * -(-(conv["COUT"] * conv["CIN"]) // vt)  # runs
+            # runs: of VT output channels of one input channel over U's packed rows, else of VT filters
+            runs = conv["CIN"] * -(-packed_rows // vt) if packed_rows else -(-(conv["COUT"] * conv["CIN"]) // vt)
+            filters = g.groups * runs
         other_rows = g.groups * conv["COUT"] if weight_grad else -(-filters // row_width)
         bt, gm, at = TRANSFORMS[m, conv["R"]]
         # The weight gradient's last kernel where the transforms take one tile per work-item (GPUs,

@@ -9,7 +9,10 @@ CHANGE is one of
     pieces     the im2col weight gradient's contraction in pieces (Im2col._cpu_pieces)
     residues   the strided depthwise data gradient by residue (depthwise_rows.Phase)
     wvectors   Winograd's transforms with 16 tiles (filters) per work-item as vector lanes (CPU_VT)
-    wpack      the CPU GEMM packing Winograd's U (gemm.MIN_SWEEPS_TO_PACK["a_matrix"])
+    wpack      Winograd's U packed (by its weight transform, or by the CPU GEMM's launch) against U read
+               in place (Winograd.packed_rows and gemm.MIN_SWEEPS_TO_PACK["a_matrix"])
+    utransform Winograd's U written packed by its weight transform (Winograd.packed_rows) against the
+               CPU GEMM's packing launch (or U read in place, where it sweeps U under 4 times)
     dot        the weight gradient as dot products (gemm_cpu_dot.mako) against im2col's transposed-B GEMM
                (its first configuration that is not a dot product), where the heuristic picks the former
     tiles      a 1x1 stride-1 weight gradient's transposed input in tiles (clc_im2col_t_tiles) against
@@ -20,6 +23,7 @@ Winograd ones measure passes the heuristic gives Winograd (forwards of 64+ chann
 import collections
 import contextlib
 import importlib
+import inspect
 import math
 import sys
 
@@ -32,7 +36,7 @@ from clconv.tools.shapes import parse_descriptor
 
 @contextlib.contextmanager
 def _set(owner, name, value):
-    saved = getattr(owner, name)
+    saved = inspect.getattr_static(owner, name)  # a class's staticmethod as itself, to be put back as one
     setattr(owner, name, value)
     try:
         yield
@@ -63,6 +67,12 @@ def _without_winograd_vectors(problem, algorithm, config, device):
 
 def _without_winograd_pack(problem, algorithm, config, device):
     with _set(gemm, "MIN_SWEEPS_TO_PACK", {**gemm.MIN_SWEEPS_TO_PACK, "a_matrix": 10**9}):
+        return _without_u_transform(problem, algorithm, config, device)
+
+
+def _without_u_transform(problem, algorithm, config, device):
+    winograd = importlib.import_module("clconv.algorithms.winograd")
+    with _set(winograd.Winograd, "packed_rows", staticmethod(lambda *args: 0)):
         return algorithm.plan(problem, config, device)
 
 
@@ -79,8 +89,8 @@ def _without_tiles(problem, algorithm, config, device):
 
 
 BEFORE = {"gemm": _without_gemm_changes, "pieces": _without_pieces, "residues": _without_residues,
-          "wvectors": _without_winograd_vectors, "wpack": _without_winograd_pack, "dot": _without_dot_products,
-          "tiles": _without_tiles}
+          "wvectors": _without_winograd_vectors, "wpack": _without_winograd_pack, "utransform": _without_u_transform,
+          "dot": _without_dot_products, "tiles": _without_tiles}
 
 
 def main(change, args):

@@ -221,7 +221,8 @@ def test_core_cache_is_the_largest_cache_private_to_a_core(tmp_path):
         (entry / "size").write_text(size + "\n")
         (entry / "shared_cpu_list").write_text(shared + "\n")
     assert limits.core_cache(cpu) == 2 << 20  # the L2, not the shared L3 nor the instruction cache
-    assert limits.core_cache(cpu, shared=True) == 300 << 20  # the L3
+    assert limits.shared_cache(cpu) == 300 << 20  # the L3
+    assert limits.shared_cache(tmp_path / "cpu9") == 0
     assert limits.core_cache(tmp_path / "cpu9") == 0  # nothing readable: unknown
 
 

@@ -254,6 +254,18 @@ def _user_template(directory: Path, name: str, old: str, new: str) -> None:
     (directory / name).write_text(text.replace(old, new, 1))
 
 
+def _plain_direct_only(monkeypatch) -> None:
+    """`direct` offers only its one-output-per-work-item kernels, the ones whose source the faults
+    below are planted in: on a GPU its first choice for the short reduction is a strip of output rows
+    or a block of output channels, other kernels of the same template."""
+    original = type(REGISTRY["direct"]).configs
+
+    def plain(self, problem, device):
+        return [c for c in original(self, problem, device) if "rows" not in c and "cob" not in c]
+
+    monkeypatch.setattr(type(REGISTRY["direct"]), "configs", plain)
+
+
 def _first_direct_label(queue) -> str:
     """How the tuning database names `direct`'s first configuration for the short reduction (its
     work-group size follows the device: 64 on PoCL, 32 on llvmpipe)."""
@@ -294,6 +306,7 @@ def test_build_failure_names_kernel_and_geometry_and_auto_falls_back(queue, rng,
                    "    clc_real acc = (clc_real)0 +;  /* planted syntax error */")
     monkeypatch.setenv("CLCONV_TEMPLATE_PATH", str(tmp_path / "tpl"))
     monkeypatch.setenv("CLCONV_TUNE", "0")
+    _plain_direct_only(monkeypatch)
     _check_fallback(queue, rng, _first_direct_label(queue), BuildError)
 
 
@@ -312,6 +325,7 @@ def test_too_much_local_memory_is_a_clear_error_and_auto_falls_back(queue, rng, 
                    "    clc_real acc = clc_hog[(get_local_id(0) + 1) % get_local_size(0)] - (clc_real)1;")
     monkeypatch.setenv("CLCONV_TEMPLATE_PATH", str(tmp_path / "tpl"))
     monkeypatch.setenv("CLCONV_TUNE", "0")
+    _plain_direct_only(monkeypatch)
     _check_fallback(queue, rng, _first_direct_label(queue), (BuildError, LaunchError))
 
 

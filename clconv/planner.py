@@ -161,8 +161,7 @@ def heuristic_order(problem: Problem, device: cl.Device) -> list[str]:
     if depthwise:
         order.append("depthwise_rows")  # a row per work-item: made for CPUs, measured here too
     small_image = g.in_pixels <= 256 and g.cout_per_group > COLUMNS_MIN_CONTRACTION
-    if problem.pass_ == "backward_data" and (max(g.stride) > 1 or small_image
-                                              or g.cin_per_group <= FEW_ROWS <= g.cin_per_group * g.kernel_volume
+    if problem.pass_ == "backward_data" and (max(g.stride) > 1 or small_image or g.cin_per_group <= FEW_ROWS
                                               or g.cout_per_group * g.kernel_volume >= LONG_GATHER):
         # the implicit gather reads mostly stride holes, and on small images its per-element index
         # decoding dominates; a GEMM into columns and col2im wins (measured on an H200:
@@ -171,7 +170,8 @@ def heuristic_order(problem: Problem, device: cl.Device) -> list[str]:
         # the input channels: a few of them leave most of a tile's rows empty, where im2col's GEMM
         # has channels x taps rows (a 3-channel 3x3 layer: 0.028 against 0.092 ms; 16 channels, half
         # a 32-row tile: SqueezeNet's 3x3 16 -> 64 at 55x55 0.064 against 0.149, a 3x3x3 0.39 against
-        # 0.44; 24 lost, 1.28x).  Its contraction (output channels x taps) decodes a tap and a source
+        # 0.44; 24 lost, 1.28x), even where those are fewer than FEW_ROWS (SuperPoint's one-channel
+        # 3x3 at 240x320, batch 1: 9 rows against 1, 0.029 against 0.171 ms on an H100).  Its contraction (output channels x taps) decodes a tap and a source
         # pixel per element: from LONG_GATHER on, im2col's plain GEMM over the output channels pays
         # for its column buffer
         order.append("im2col")
@@ -519,8 +519,13 @@ def _winograd_pays(problem: Problem, device: cl.Device) -> bool:
         # Its GEMMs have the implicit GEMM's rows (output channels), as empty, and a quarter of its
         # multiplies: ESPCN's 3x3 64 -> 12 at 128x128 ran 0.093 ms against the implicit GEMM's
         # 0.257 (docs/perf/h200-tune-closing-holdout.json); at most FORWARD_FEW_OUTPUTS go to
-        # direct's strips or split-K (the data gradient's 12 -> 64 has too few input channels)
-        too_few = cin < (FEW_CHANNELS_INPUT_MINIMUM if large else input_minimum) or cout <= FORWARD_FEW_OUTPUTS
+        # direct's strips or split-K (the data gradient's 12 -> 64 has too few input channels).
+        # A wide data gradient (_wide_data_gradient) takes it from FEW_CHANNELS_DATA_MINIMUM of
+        # dy's channels: its competitors are narrower still there, the implicit GEMM's rows the
+        # input channels and im2col's contraction dy's channels
+        minimum = (FEW_CHANNELS_DATA_MINIMUM if channels_first and _wide_data_gradient(problem, winograd)
+                   else FEW_CHANNELS_INPUT_MINIMUM if large else input_minimum)
+        too_few = cin < minimum or cout <= FORWARD_FEW_OUTPUTS
     if too_few:
         return False
     # The gradients need work enough.  The weight gradient contracts over the tiles and writes 16
@@ -550,15 +555,24 @@ def _winograd_pays(problem: Problem, device: cl.Device) -> bool:
     if problem.pass_ == "backward_weight":
         return g.flops >= WEIGHT_GRADIENT_MIN_FLOPS and winograd.tiles(problem, 2) >= WEIGHT_GRADIENT_MIN_TILES
     tiles = winograd.tiles(problem, 2)
-    # Between half that work and DATA_GRADIENT_MIN_FLOPS, many tiles make its GEMMs wide enough:
-    # over the stored H200 runs (docs/perf/heuristic_check.py) every such data gradient with
-    # DATA_GRADIENT_WIDE_TILES 2x2 tiles or more ran Winograd in 0.80-0.96x the others' best (a
-    # batch-1 3x3 64 at 112x112, 0.92 GFLOP: 0.82x; GoogLeNet's 5x5 16 -> 32 at batch 32: 0.80x;
-    # 37 -> 53 at 50x50, batch 8: 0.83x; a 3x3 16 -> 64 at 55x55: 0.91x; a dilated 32-channel
-    # 64x64: 0.96x) and one tied (48 channels at 56x56: 1.01x); with fewer tiles they split
-    # (0.85x with 392, 1.08-1.24x with 98-784)
-    wide = g.flops >= DATA_GRADIENT_MIN_FLOPS // 2 and tiles >= DATA_GRADIENT_WIDE_TILES
-    return (g.flops >= DATA_GRADIENT_MIN_FLOPS and tiles >= DATA_GRADIENT_MIN_TILES) or wide
+    return (g.flops >= DATA_GRADIENT_MIN_FLOPS and tiles >= DATA_GRADIENT_MIN_TILES) or _wide_data_gradient(problem, winograd)
+
+
+def _wide_data_gradient(problem: Problem, winograd: Winograd) -> bool:
+    """Whether a data gradient between half DATA_GRADIENT_MIN_FLOPS and that has tiles enough to
+    make Winograd's GEMMs wide: over the stored H200 runs (docs/perf/heuristic_check.py) every such
+    data gradient with DATA_GRADIENT_WIDE_TILES 2x2 tiles or more ran Winograd in 0.80-0.96x the
+    others' best (a batch-1 3x3 64 at 112x112, 0.92 GFLOP: 0.82x; GoogLeNet's 5x5 16 -> 32 at batch
+    32: 0.80x; 37 -> 53 at 50x50, batch 8: 0.83x; a 3x3 16 -> 64 at 55x55: 0.91x; a dilated
+    32-channel 64x64: 0.96x) and one tied (48 channels at 56x56: 1.01x); with fewer tiles they split
+    (0.85x with 392, 1.08-1.24x with 98-784).  Such passes of 12-31 dy channels
+    (FEW_CHANNELS_DATA_MINIMUM) ran it in 0.59-1.01x the others' best on all seven stored, on an
+    H200 and an H100: PeleeNet's 3x3 16 -> 16 at 56x56, batch 64 0.59x, Tiramisu's 112 -> 16 0.73x,
+    Res2Net's 26 0.65x, ESPNet's 20 0.84x, ESPCN's 64 -> 12 0.92x, HarDNet's 48 -> 14 1.01x; groups
+    of 8 tied or lost (0.99x, 1.20x) and of 4 lost (2.4-2.9x)."""
+    g = problem.geometry
+    return (problem.pass_ == "backward_data" and g.flops >= DATA_GRADIENT_MIN_FLOPS // 2
+            and winograd.tiles(problem, 2) >= DATA_GRADIENT_WIDE_TILES)
 
 
 # ``winograd`` on GPUs: the fewest channel pairs (groups x inputs x outputs per group) times taps of
@@ -576,6 +590,7 @@ WINOGRAD_MIN_SAVING = 1.5
 FEW_CHANNELS_MIN_FLOPS = 2**30
 FEW_CHANNELS_INPUT_MINIMUM = 20
 FEW_CHANNELS_WEIGHT_MINIMUM = 12
+FEW_CHANNELS_DATA_MINIMUM = 12
 WEIGHT_GRADIENT_MIN_FLOPS = 2**29
 WINOGRAD_FORWARD_MIN_FLOPS = 2**25
 DATA_GRADIENT_MIN_FLOPS = 2**30

@@ -251,6 +251,26 @@ def grouped_blocks_first(problem: Problem) -> bool:
             and problem.layout == CHANNELS_FIRST)
 
 
+def narrow_blocks_first(problem: Problem) -> bool:
+    """Whether clc_direct_forward_block comes before the strips for an ungrouped forward of fewer
+    output channels than forward_blocks_first asks (FORWARD_BLOCK_OUTPUTS' lower bound), where each
+    input value it loads still feeds a block of at least FORWARD_FEW_OUTPUTS channels and the
+    contraction is not a first layer's (NARROW_BLOCK_CONTRACTION input channels x taps or more).
+    On an H100 and an H200 (docs/perf/heuristic_check.py) the blocks ran SlowFast's 1x3x3 8 -> 8
+    (a contraction of 72) in 0.61x the strips' time, PeleeNet's 3x3 16 -> 16 (144) in 0.63x and
+    EEGNet's 1x64 1 -> 8 (64) in 0.92x; the first layers of 16 output channels that lost to the
+    strips (MobileNetV3's and MobileViT's 3 -> 16 stems, 1.03-1.15x) contract over 27."""
+    g = problem.geometry
+    contraction = g.cin_per_group * g.kernel_volume
+    return (problem.pass_ == "forward" and g.groups == 1 and problem.layout == CHANNELS_FIRST
+            and FORWARD_FEW_OUTPUTS <= g.cout_per_group < FORWARD_BLOCK_OUTPUTS[0]
+            and NARROW_BLOCK_CONTRACTION <= contraction <= FORWARD_BLOCK_CONTRACTION)
+
+
+# An input value feeds this many taps' products in a narrow block at least (narrow_blocks_first)
+NARROW_BLOCK_CONTRACTION = 64
+
+
 # A forward with at most this many output channels a group (an output layer: an image's 1-3
 # channels, a mask, a flow field) leaves a GEMM tile's 32+ rows mostly empty: direct's strip kernel
 # (its first configuration on GPUs) comes first.  On an H200 (docs/perf/h200-direct-blocks-outputs.json) it
@@ -306,7 +326,7 @@ class Direct(Algorithm):
             out.insert(0 if strips_pay(problem.geometry, rows) else len(out), strip)
         block = forward_block(problem, device)
         if block is not None:
-            first = forward_blocks_first(problem) or grouped_blocks_first(problem)
+            first = forward_blocks_first(problem) or grouped_blocks_first(problem) or narrow_blocks_first(problem)
             out.insert(0, block) if first else out.append(block)
         return out
 

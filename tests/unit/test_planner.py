@@ -162,6 +162,9 @@ def test_gpu_heuristic_takes_few_channel_data_gradients_to_im2col():
     assert heuristic_order(_problem("n8g1c32o64i100x100k3x3s1x1p1x1d1x1", "backward_data"), H200_LIKE)[0] != "im2col"
     # a 1x1 layer has no taps to add rows: its gather keeps going first
     assert heuristic_order(_problem("n8g1c8o64i64x64k1x1s1x1p0x0d1x1", "backward_data"), H200_LIKE)[0] != "im2col"
+    # one input channel: 9 rows against 1, even under FEW_ROWS (SuperPoint's gray 3x3 at 240x320,
+    # batch 1: 0.029 against 0.171 ms on an H100)
+    assert heuristic_order(_problem("n1g1c1o64i240x320k3x3s1x1p1x1d1x1", "backward_data"), H200_LIKE)[0] == "im2col"
 
 
 @pytest.mark.parametrize("tag, wanted", [
@@ -362,6 +365,27 @@ def test_cpu_winograd_needs_tiles_enough_with_16_lanes():
         limits.register(device, original)
 
 
+def test_narrow_forwards_take_direct_blocks_before_strips_on_gpus():
+    """Fewer than 32 output channels over a contraction that is not a first layer's
+    (direct.narrow_blocks_first): each input value a block loads feeds 8-16 channels.  Stems of 16
+    output channels (a contraction of 27) keep the strips first."""
+    from clconv.algorithms.direct import narrow_blocks_first
+
+    h200 = H200.stand_in()
+    direct = REGISTRY["direct"]
+    for tag in ("n64g1c16o16i56x56k3x3s1x1p1x1d1x1",        # PeleeNet's: 0.63x the strips' time
+                "n4g1c8o8i16x64x64k1x3x3s1x1x1p0x1x1d1x1x1",  # SlowFast's: 0.61x
+                "n64g1c1o8i22x1125k1x64s1x1p0x32d1x1"):     # EEGNet's 1x64: 0.92x
+        problem = _problem(tag)
+        assert narrow_blocks_first(problem), tag
+        assert "cob" in direct.configs(problem, h200)[0], tag
+    for tag in ("n32g1c3o16i224x224k3x3s2x2p1x1d1x1",       # MobileNetV3's stem: the strips
+                "n8g1c24o24i56x56k3x3s1x1p1x1d1x1",         # 216 > FORWARD_BLOCK_CONTRACTION
+                "n8g1c16o16i56x56k1x1s1x1p0x0d1x1"):        # 1x1: a contraction of 16
+        assert not narrow_blocks_first(_problem(tag)), tag
+    assert not narrow_blocks_first(_problem("n64g1c16o16i56x56k3x3s1x1p1x1d1x1", "backward_data"))
+
+
 def test_first_layers_take_direct_blocks_of_output_channels_on_gpus():
     """direct.forward_blocks_first and forward_block on the H200 stand-in: a short contraction over
     32-64 output channels a group takes clc_direct_forward_block first, its block shrunk (channels,
@@ -457,7 +481,7 @@ def test_direct_strips_go_first_only_for_kernels_taller_than_a_row_or_of_one_tap
         g = geometry(tag)
         assert strips_pay(g, strip_rows(g.out_size[1])) == strips, tag
         configs = direct.configs(_problem(tag), h200)
-        assert ("rows" in configs[0]) == strips, (tag, configs)
+        assert ("rows" in configs[0] and "cob" not in configs[0]) == strips, (tag, configs)  # EEGNet's: a block
         assert any("rows" in c and "cob" not in c for c in configs), tag  # a candidate either way
 
 
@@ -500,6 +524,12 @@ def test_gpu_pointwise_data_gradient_tiles_weigh_fill_and_loads():
     ("n1g1c128o128i56x56k3x3s1x1p1x1d1x1", False),    # 0.92 GFLOP, 784 tiles: 1.08x
     ("n4g1c256o256i14x14k3x3s1x1p1x1d1x1", False),    # 0.92 GFLOP, 196 tiles: 1.18x
     ("n8g1c24o24i56x56k3x3s1x1p1x1d1x1", False),      # 0.26 GFLOP (and 24 channels): 1.20x
+    # fewer dy channels than FEW_CHANNELS_INPUT_MINIMUM, from FEW_CHANNELS_DATA_MINIMUM, where wide
+    ("n64g1c16o16i56x56k3x3s1x1p1x1d1x1", True),      # PeleeNet's, 0.92 GFLOP, 50176 tiles: 0.59x (H100)
+    ("n16g1c112o16i56x56k3x3s1x1p1x1d1x1", True),     # Tiramisu's growth layer, 16 dy channels: 0.73x
+    ("n8g1c64o12i128x128k3x3s1x1p1x1d1x1", True),     # ESPCN's 64 -> 12, 12 dy channels: 0.84x
+    ("n4g1c8o8i16x64x64k1x3x3s1x1x1p0x1x1d1x1x1", False),  # SlowFast's 8 channels, 0.46 GFLOP: 1.15x
+    ("n8g32c256o256i28x28k3x3s1x1p1x1d1x1", False),   # ResNeXt's groups of 8: 1.20x
 ])
 def test_gpu_winograd_data_gradient_of_less_work_where_tiles_are_many(tag, winograd):
     """Winograd's data gradient from DATA_GRADIENT_MIN_FLOPS, or from half that with

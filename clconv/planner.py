@@ -523,7 +523,8 @@ def _winograd_pays(problem: Problem, device: cl.Device) -> bool:
         # A wide data gradient (_wide_data_gradient) takes it from FEW_CHANNELS_DATA_MINIMUM of
         # dy's channels: its competitors are narrower still there, the implicit GEMM's rows the
         # input channels and im2col's contraction dy's channels
-        minimum = (FEW_CHANNELS_DATA_MINIMUM if channels_first and _wide_data_gradient(problem, winograd)
+        minimum = (FEW_CHANNELS_DATA_MINIMUM if channels_first and g.flops >= FEW_CHANNELS_DATA_MIN_FLOPS
+                   and _wide_data_gradient(problem, winograd)
                    else FEW_CHANNELS_INPUT_MINIMUM if large else input_minimum)
         too_few = cin < minimum or cout <= FORWARD_FEW_OUTPUTS
     if too_few:
@@ -569,7 +570,11 @@ def _wide_data_gradient(problem: Problem, winograd: Winograd) -> bool:
     (FEW_CHANNELS_DATA_MINIMUM) ran it in 0.59-1.01x the others' best on all seven stored, on an
     H200 and an H100: PeleeNet's 3x3 16 -> 16 at 56x56, batch 64 0.59x, Tiramisu's 112 -> 16 0.73x,
     Res2Net's 26 0.65x, ESPNet's 20 0.84x, ESPCN's 64 -> 12 0.92x, HarDNet's 48 -> 14 1.01x; groups
-    of 8 tied or lost (0.99x, 1.20x) and of 4 lost (2.4-2.9x)."""
+    of 8 tied or lost (0.99x, 1.20x) and of 4 lost (2.4-2.9x).  HarDNet's, the smallest (0.61
+    GFLOP), ran 1.15x the implicit GEMM's kernel time on an H100 and its three launches 1.5-1.8x the
+    one launch's time in a stream of calls (0.072-0.087 against 0.046 ms): the fewer channels take
+    it from FEW_CHANNELS_DATA_MIN_FLOPS (PeleeNet's 0.92 GFLOP ran 0.066 against im2col's 0.125
+    ms, and 0.064 against 0.124 in a stream)."""
     g = problem.geometry
     return (problem.pass_ == "backward_data" and g.flops >= DATA_GRADIENT_MIN_FLOPS // 2
             and winograd.tiles(problem, 2) >= DATA_GRADIENT_WIDE_TILES)
@@ -591,6 +596,7 @@ FEW_CHANNELS_MIN_FLOPS = 2**30
 FEW_CHANNELS_INPUT_MINIMUM = 20
 FEW_CHANNELS_WEIGHT_MINIMUM = 12
 FEW_CHANNELS_DATA_MINIMUM = 12
+FEW_CHANNELS_DATA_MIN_FLOPS = 3 * 2**28  # 0.8 GFLOP: three quarters of DATA_GRADIENT_MIN_FLOPS
 WEIGHT_GRADIENT_MIN_FLOPS = 2**29
 WINOGRAD_FORWARD_MIN_FLOPS = 2**25
 DATA_GRADIENT_MIN_FLOPS = 2**30

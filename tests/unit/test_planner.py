@@ -528,6 +528,7 @@ def test_gpu_pointwise_data_gradient_tiles_weigh_fill_and_loads():
     ("n64g1c16o16i56x56k3x3s1x1p1x1d1x1", True),      # PeleeNet's, 0.92 GFLOP, 50176 tiles: 0.59x (H100)
     ("n16g1c112o16i56x56k3x3s1x1p1x1d1x1", True),     # Tiramisu's growth layer, 16 dy channels: 0.73x
     ("n8g1c64o12i128x128k3x3s1x1p1x1d1x1", True),     # ESPCN's 64 -> 12, 12 dy channels: 0.84x
+    ("n16g1c48o14i56x56k3x3s1x1p1x1d1x1", False),     # HarDNet's 48 -> 14, 0.61 GFLOP: 1.15x (H100)
     ("n4g1c8o8i16x64x64k1x3x3s1x1x1p0x1x1d1x1x1", False),  # SlowFast's 8 channels, 0.46 GFLOP: 1.15x
     ("n8g32c256o256i28x28k3x3s1x1p1x1d1x1", False),   # ResNeXt's groups of 8: 1.20x
 ])

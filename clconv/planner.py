@@ -661,6 +661,20 @@ CPU_WINOGRAD_7X7_MIN_CHANNELS = 128
 # on 6 layers of 4-16.)  With 8 lanes (AVX2 EPYC) the forward won at 7x7 too (above), and the data
 # gradient from CPU_WINOGRAD_DATA_MIN_TILES; not measured again since U is written packed.
 CPU_WINOGRAD_MIN_TILES = {"forward": {16: 16}, "backward_data": {4: CPU_WINOGRAD_DATA_MIN_TILES, 16: 16}}
+# The fewest channels a group, in and out, for Winograd first on a 5x5 layer on a CPU, by pass and
+# float lanes (_lane_entry; a pass without an entry its lanes reach stays with im2col), and the
+# fewest 4x4 tiles (over the batch) for its data gradient.  F(3x3, 5x5) does 49 multiplies where the
+# direct sum does 225 (4.6x fewer), against F(4x4, 3x3)'s 4x.  On PoCL (2-core EPYC, AVX-512, 2
+# threads, 2026-12-06, U written packed; docs/perf/pocl-2t-zen4-winograd-5x5.txt, the minimum of 4
+# interleaved rounds each) the forward ran in 0.49-0.93x im2col's time on all 10 layers measured, from
+# 16 channels (GoogLeNet's 16 -> 32 and 16 -> 48: 0.91x, 0.93x; 24 -> 64 0.71x; Inception-v3's
+# 48 -> 64 at 35x35 0.52x; AlexNet's 64 -> 192 0.49x); the data gradient in 0.53-0.77x from 32
+# channels with 49 tiles or more (5 layers), tied at 32 tiles (GoogLeNet's 32 -> 96 at 14x14, batch
+# 2: 0.93x, and 1.05x in a bench run), and lost with 16-24 input channels (1.20-1.36x) or 16 tiles
+# (48 -> 128 at 7x7: 1.25x).  With 8 lanes (AVX2, before U was written packed) a 32-channel
+# 5x5 forward ran 1.56x im2col's time: 64 channels there, and no data gradient.
+CPU_WINOGRAD_5X5_MIN_CHANNELS = {"forward": {4: 64, 16: 16}, "backward_data": {16: 32}}
+CPU_WINOGRAD_5X5_DATA_MIN_TILES = 48
 
 
 def _lane_entry(table: dict[int, int], lanes: int) -> int:
@@ -689,7 +703,8 @@ def _cpu_winograd_pays(problem: Problem, device: cl.Device) -> bool:
     both come from CPU_WINOGRAD_MIN_TILES (measured with U written packed).  The weight gradient (1.1-3.4x on 8 of 11 layers: its GEMM reads V
     across the tiles lane by lane) stays with im2col.  5x5 forwards (F(2x2, 5x5); F(3x3, 5x5), where
     it comes first, in 0.79-0.84x F(2x2, 5x5)'s time on 3 such layers) from 64 channels
-    ran in 0.38-0.77x im2col's time (3 layers; 32 channels 1.56x); dilated 3x3 forwards in
+    ran in 0.38-0.77x im2col's time (3 layers; 32 channels 1.56x) on AVX2; with 16 lanes the 5x5
+    forward and data gradient have minimums of their own (CPU_WINOGRAD_5X5_MIN_CHANNELS); dilated 3x3 forwards in
     0.76-1.13x (3 layers: the phases' patches are scattered rows), so a dilated layer stays with
     im2col.  7x7 layers (F(2x2, 7x7)) take it for the forward and, with tiles enough, the data
     gradient from CPU_WINOGRAD_7X7_MIN_CHANNELS."""
@@ -698,16 +713,27 @@ def _cpu_winograd_pays(problem: Problem, device: cl.Device) -> bool:
     if limits.of(device).lanes(problem.itemsize) < 4:
         return False
     g = problem.geometry
-    if min(g.cin_per_group, g.cout_per_group) < CPU_WINOGRAD_MIN_CHANNELS or g.dilation != (1, 1, 1):
+    lanes = limits.of(device).lanes(problem.itemsize)
+    channels = min(g.cin_per_group, g.cout_per_group)
+    if g.dilation != (1, 1, 1):
         return False
-    if g.kernel == (1, 7, 7) and min(g.cin_per_group, g.cout_per_group) < CPU_WINOGRAD_7X7_MIN_CHANNELS:
+    if g.kernel == (1, 5, 5):
+        # its own minimum by pass and lanes: 0 where that CPU's lanes reach no entry (not first)
+        minimum = _lane_entry(CPU_WINOGRAD_5X5_MIN_CHANNELS[problem.pass_], lanes)
+        if not minimum or channels < minimum:
+            return False
+    elif channels < CPU_WINOGRAD_MIN_CHANNELS:
+        return False
+    if g.kernel == (1, 7, 7) and channels < CPU_WINOGRAD_7X7_MIN_CHANNELS:
         return False
     winograd = _saving_winograd(problem, device)
     if winograd is None:
         return False
     tiles = winograd.tiles(problem, 4)
     if g.kernel == (1, 3, 3):
-        return tiles >= _lane_entry(CPU_WINOGRAD_MIN_TILES[problem.pass_], limits.of(device).lanes(problem.itemsize))
+        return tiles >= _lane_entry(CPU_WINOGRAD_MIN_TILES[problem.pass_], lanes)
+    if g.kernel == (1, 5, 5):
+        return problem.pass_ == "forward" or tiles >= CPU_WINOGRAD_5X5_DATA_MIN_TILES
     return problem.pass_ == "forward" or (g.kernel == (1, 7, 7) and tiles >= CPU_WINOGRAD_DATA_MIN_TILES)
 
 

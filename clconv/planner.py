@@ -171,9 +171,9 @@ def heuristic_order(problem: Problem, device: cl.Device) -> list[str]:
         # has channels x taps rows (a 3-channel 3x3 layer: 0.028 against 0.092 ms; 16 channels, half
         # a 32-row tile: SqueezeNet's 3x3 16 -> 64 at 55x55 0.064 against 0.149, a 3x3x3 0.39 against
         # 0.44; 24 lost, 1.28x), even where those are fewer than FEW_ROWS (SuperPoint's one-channel
-        # 3x3 at 240x320, batch 1: 9 rows against 1, 0.029 against 0.171 ms on an H100).  Its contraction (output channels x taps) decodes a tap and a source
-        # pixel per element: from LONG_GATHER on, im2col's plain GEMM over the output channels pays
-        # for its column buffer
+        # 3x3 at 240x320, batch 1: 9 rows against 1, 0.029 against 0.171 ms on an H100).  Its
+        # contraction (output channels x taps) decodes a tap and a source pixel per element: from
+        # LONG_GATHER on, im2col's plain GEMM over the output channels pays for its column buffer
         order.append("im2col")
     if _wide_short_weight_gradient(problem, device) or _wide_forward(problem):
         order.append("im2col")
@@ -556,7 +556,8 @@ def _winograd_pays(problem: Problem, device: cl.Device) -> bool:
     if problem.pass_ == "backward_weight":
         return g.flops >= WEIGHT_GRADIENT_MIN_FLOPS and winograd.tiles(problem, 2) >= WEIGHT_GRADIENT_MIN_TILES
     tiles = winograd.tiles(problem, 2)
-    return (g.flops >= DATA_GRADIENT_MIN_FLOPS and tiles >= DATA_GRADIENT_MIN_TILES) or _wide_data_gradient(problem, winograd)
+    return ((g.flops >= DATA_GRADIENT_MIN_FLOPS and tiles >= DATA_GRADIENT_MIN_TILES)
+            or _wide_data_gradient(problem, winograd))
 
 
 def _wide_data_gradient(problem: Problem, winograd: Winograd) -> bool:
@@ -710,13 +711,11 @@ def _cpu_winograd_pays(problem: Problem, device: cl.Device) -> bool:
     gradient from CPU_WINOGRAD_7X7_MIN_CHANNELS."""
     if problem.pass_ == "backward_weight" or problem.layout != CHANNELS_FIRST:
         return False
-    if limits.of(device).lanes(problem.itemsize) < 4:
-        return False
-    g = problem.geometry
     lanes = limits.of(device).lanes(problem.itemsize)
-    channels = min(g.cin_per_group, g.cout_per_group)
-    if g.dilation != (1, 1, 1):
+    g = problem.geometry
+    if lanes < 4 or g.dilation != (1, 1, 1):
         return False
+    channels = min(g.cin_per_group, g.cout_per_group)
     if g.kernel == (1, 5, 5):
         # its own minimum by pass and lanes: 0 where that CPU's lanes reach no entry (not first)
         minimum = _lane_entry(CPU_WINOGRAD_5X5_MIN_CHANNELS[problem.pass_], lanes)

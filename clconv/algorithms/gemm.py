@@ -163,18 +163,32 @@ def dot_work_groups(m: int, n: int, tile: Mapping[str, Any], groups: int) -> int
 # 7x7 layers, 1x1 layers at 28x28 batch 1 and below, the DCGAN layer).  docs/performance.md.
 DOT_MIN_STEPS = 128
 DOT_MIN_IMAGE_STEPS = 16
+# ...and, for a 2D layer, at most DOT_MAX_ROWS output channels a group (the GEMM's M).  Measured
+# again on PoCL (2-core AMD EPYC, AVX-512, 2 threads, 2026-12-06, after the column rows were spread
+# over the L1's sets and the column chunks grew; docs/perf/pocl-2t-zen4-dot-vs-columns.txt, 51
+# layers): at 16-32 output channels the dot products ran in 0.44-0.91x the column buffer's GEMM
+# time on every layer but one (a 3-channel stride-2 first layer, 1.28x); at 48-64 on 2D layers they
+# lost on 3x3 layers of 32-64 input channels (1.07-1.12x: ResNet's 3x3 64 at 28x28 and 56x56), the
+# 7x7 stem (1.09-1.12x), a 3-channel 224x224 first layer (1.50x) and 1x1 layers read in place
+# (1.06-1.33x), and won with 16 input channels (0.91x) and at batch 1 at 56x56 (0.95x).  1D and 3D
+# layers kept winning at 64 (0.64-0.84x: the column GEMM ran 1D layers at 53-90 GFLOP/s against
+# about 120 on 2D ones, not measured further), so the bound is a 2D layer's.
+DOT_MAX_ROWS = 32
 
 
 def with_dot_configs(problem: Problem, fit: limits.Limits, configs: list[dict], shape: "GemmShape") -> list[dict]:
     """``configs`` of a weight gradient with the dot-product tiles added where they run (a CPU with
     vector lanes, channels-first activations): first where one launch's contraction (``shape``'s K)
-    is long enough to pay for a work-item's fixed costs (DOT_MIN_STEPS), else after the
-    transposed-B GEMM's first ones (candidates for tuning)."""
+    is long enough to pay for a work-item's fixed costs (DOT_MIN_STEPS) and, for a 2D layer, its
+    rows (output channels) are few (DOT_MAX_ROWS), else after the transposed-B GEMM's first ones
+    (candidates for tuning)."""
     lanes = fit.lanes(problem.itemsize)
     if problem.pass_ != "backward_weight" or fit.gpu or lanes < 4 or problem.layout != CHANNELS_FIRST:
         return configs
     dot = cpu_dot_configs(shape.M, shape.N, fit)[:2]
-    if shape.K >= DOT_MIN_STEPS * lanes and problem.geometry.out_pixels >= DOT_MIN_IMAGE_STEPS * lanes:
+    g = problem.geometry
+    if (shape.K >= DOT_MIN_STEPS * lanes and g.out_pixels >= DOT_MIN_IMAGE_STEPS * lanes
+            and (shape.M <= DOT_MAX_ROWS or g.ndim != 2)):
         return dot + configs[:3]
     return configs[:3] + dot
 

@@ -344,7 +344,7 @@ def test_splitk_takes_the_larger_tile_where_its_columns_decode_taps(monkeypatch)
 
 def test_cpu_dot_weight_gradient_first_only_where_its_contraction_is_long():
     from clconv.algorithms.gemm import (
-        DOT_MIN_IMAGE_STEPS, DOT_MIN_STEPS, GemmShape, cpu_dot_configs, is_dot_config, with_dot_configs,
+        DOT_MAX_ROWS, DOT_MIN_IMAGE_STEPS, DOT_MIN_STEPS, GemmShape, cpu_dot_configs, is_dot_config, with_dot_configs,
     )
     cpu = _fake_cpu()
     avx2 = replace(cpu, float_lanes=8, double_lanes=4)
@@ -354,16 +354,22 @@ def test_cpu_dot_weight_gradient_first_only_where_its_contraction_is_long():
             assert config["WM"] * config["WN"] + config["WM"] + 1 <= registers, config
     base = gemm_tiles(64, 256, cpu, 4)
 
-    def shape(k):
-        return GemmShape(M=64, N=256, K=k, a_view="a_grad_output_rows", b_view="b_columns", c_view="c_matrix",
+    def shape(k, m=32):
+        return GemmShape(M=m, N=256, K=k, a_view="a_grad_output_rows", b_view="b_columns", c_view="c_matrix",
                          a_kfast=True, b_nfast=False, a={}, b={}, c={})
 
     def problem(desc, pass_="backward_weight", layout="channels_first"):
         return Problem(geometry(desc), pass_, "float32", layout=layout)
 
-    big = problem("n4g1c256o64i28x28k1x1s1x1p0x0d1x1")  # 784-pixel images
+    big = problem("n4g1c256o32i28x28k1x1s1x1p0x0d1x1")  # 784-pixel images
     long_k = DOT_MIN_STEPS * 16
     assert is_dot_config(with_dot_configs(big, cpu, base, shape(long_k))[0])
+    # a 2D layer of more output channels (rows) than DOT_MAX_ROWS: the column buffer's GEMM first
+    # (ResNet's 3x3 64 at 28x28: 1.08-1.11x); 1D and 3D layers keep the dot products (0.64-0.84x)
+    wide = problem("n4g1c256o64i28x28k1x1s1x1p0x0d1x1")
+    assert DOT_MAX_ROWS == 32 and not is_dot_config(with_dot_configs(wide, cpu, base, shape(long_k, 64))[0])
+    for desc in ("n8g1c64o64i4096k3s1p1d1", "n1g1c64o64i8x28x28k3x3x3s1x1x1p1x1x1d1x1x1"):
+        assert is_dot_config(with_dot_configs(problem(desc), cpu, base, shape(long_k, 64))[0]), desc
     short = with_dot_configs(big, cpu, base, shape(long_k - 1))
     assert not is_dot_config(short[0]) and any(is_dot_config(c) for c in short)  # still a tuning candidate
     # 8 lanes (AVX2): half the pixels make as many vector steps

@@ -154,16 +154,6 @@ def data_caches(cpu: Path) -> tuple[int, int]:
     return private, shared
 
 
-def core_cache(cpu: Path) -> int:
-    """The largest data cache private to one core (:func:`data_caches`)."""
-    return data_caches(cpu)[0]
-
-
-def shared_cache(cpu: Path) -> int:
-    """The largest data cache the cores share (:func:`data_caches`)."""
-    return data_caches(cpu)[1]
-
-
 def level1_data_cache(cpu: Path) -> dict[str, int]:
     """A CPU's level-1 data cache as :class:`Limits` fields (``l1_ways``, ``l1_way_bytes``,
     ``l1_line``), from Linux's sysfs; empty where unknown."""

@@ -510,6 +510,7 @@ def _winograd_pays(problem: Problem, device: cl.Device) -> bool:
     # groups of 8 and 4: 1.2-10x at 0.9-1.9 GFLOP).  Written from the fourth list
     # (docs/perf/h200-fourth-layers.txt) and the fresh list's RegNetY layer.
     large = channels_first and g.flops >= FEW_CHANNELS_MIN_FLOPS
+    wide = _wide_data_gradient(problem, winograd)  # False for the other passes
     if problem.pass_ == "backward_weight":
         pair_taps = g.groups * cin * cout * g.kernel_volume
         few_pairs = channels_first and pair_taps < WINOGRAD_MIN_PAIR_TAPS
@@ -523,8 +524,7 @@ def _winograd_pays(problem: Problem, device: cl.Device) -> bool:
         # A wide data gradient (_wide_data_gradient) takes it from FEW_CHANNELS_DATA_MINIMUM of
         # dy's channels: its competitors are narrower still there, the implicit GEMM's rows the
         # input channels and im2col's contraction dy's channels
-        minimum = (FEW_CHANNELS_DATA_MINIMUM if channels_first and g.flops >= FEW_CHANNELS_DATA_MIN_FLOPS
-                   and _wide_data_gradient(problem, winograd)
+        minimum = (FEW_CHANNELS_DATA_MINIMUM if channels_first and wide and g.flops >= FEW_CHANNELS_DATA_MIN_FLOPS
                    else FEW_CHANNELS_INPUT_MINIMUM if large else input_minimum)
         too_few = cin < minimum or cout <= FORWARD_FEW_OUTPUTS
     if too_few:
@@ -556,8 +556,7 @@ def _winograd_pays(problem: Problem, device: cl.Device) -> bool:
     if problem.pass_ == "backward_weight":
         return g.flops >= WEIGHT_GRADIENT_MIN_FLOPS and winograd.tiles(problem, 2) >= WEIGHT_GRADIENT_MIN_TILES
     tiles = winograd.tiles(problem, 2)
-    return ((g.flops >= DATA_GRADIENT_MIN_FLOPS and tiles >= DATA_GRADIENT_MIN_TILES)
-            or _wide_data_gradient(problem, winograd))
+    return (g.flops >= DATA_GRADIENT_MIN_FLOPS and tiles >= DATA_GRADIENT_MIN_TILES) or wide
 
 
 def _wide_data_gradient(problem: Problem, winograd: Winograd) -> bool:

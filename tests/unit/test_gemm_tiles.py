@@ -220,10 +220,9 @@ def test_core_cache_is_the_largest_cache_private_to_a_core(tmp_path):
         (entry / "type").write_text(level_type + "\n")
         (entry / "size").write_text(size + "\n")
         (entry / "shared_cpu_list").write_text(shared + "\n")
-    assert limits.core_cache(cpu) == 2 << 20  # the L2, not the shared L3 nor the instruction cache
-    assert limits.shared_cache(cpu) == 300 << 20  # the L3
-    assert limits.shared_cache(tmp_path / "cpu9") == 0
-    assert limits.core_cache(tmp_path / "cpu9") == 0  # nothing readable: unknown
+    # the L2, not the shared L3 nor the instruction cache; then the L3
+    assert limits.data_caches(cpu) == (2 << 20, 300 << 20)
+    assert limits.data_caches(tmp_path / "cpu9") == (0, 0)  # nothing readable: unknown
 
 
 def test_row_form_only_where_b_is_contiguous():

@@ -204,18 +204,18 @@ def h200():
     return devices.H200.stand_in()
 
 
-def judge(specs: list[str], batch, run: dict, device, extras: list[dict] = (), blocks: dict | None = None,
-          retimed: dict | None = None, retuned: dict | None = None) -> list[dict]:
-    """For each layer-pass of ``run``: the heuristic's first candidate, its time and the best's
-    (``extras``: runs of (layer, pass) -> more configs' times, merged in one after the other;
-    ``blocks``: geometry tag -> forward configs' times, block_times; ``retimed``: (layer, pass) ->
-    (algorithm, times) replacing that algorithm's stored times, retimed_times; ``retuned``: (layer,
-    pass) -> times replacing the run's row, retuned_times)."""
+def stored_times(specs: list[str], batch, run: dict, extras: list[dict] = (), blocks: dict | None = None,
+                 retimed: dict | None = None, retuned: dict | None = None):
+    """Each layer-pass of ``run`` as (layer label, problem, its times, the time `clconv tune` would
+    have picked), the other runs' times merged in (``extras``: runs of (layer, pass) -> more
+    configs' times, merged in one after the other; ``blocks``: geometry tag -> forward configs'
+    times, block_times; ``retimed``: (layer, pass) -> (algorithm, times) replacing that algorithm's
+    stored times, retimed_times; ``retuned``: (layer, pass) -> times replacing the run's row,
+    retuned_times)."""
     geometry = {}
     for spec in specs:
         for layer in shapes.resolve_layers(spec, batch):
             geometry[layer.label] = layer.geometry
-    rows = []
     # a tuning run's rows, a split-K run's, or a gemm_all_tiles.py run's (a list: every tile of the
     # heuristic's algorithm, e.g. h200-all-tiles-short-gathered.json)
     for row in run if isinstance(run, list) else run["tuned"] if "tuned" in run else run["rows"]:
@@ -231,6 +231,15 @@ def judge(specs: list[str], batch, run: dict, device, extras: list[dict] = (), b
             name, new_times = again
             times = {**{k: v for k, v in times.items() if k.split(" ")[0] != name}, **new_times}
             tuned = min(times.values())
+        yield row["layer"], problem, times, tuned
+
+
+def judge(specs: list[str], batch, run: dict, device, extras: list[dict] = (), blocks: dict | None = None,
+          retimed: dict | None = None, retuned: dict | None = None) -> list[dict]:
+    """For each layer-pass of ``run`` (stored_times, with the same arguments): the heuristic's first
+    candidate, its time and the best's."""
+    rows = []
+    for layer, problem, times, tuned in stored_times(specs, batch, run, extras, blocks, retimed, retuned):
         best = min(times, key=times.get)
         algorithm, config = candidates(problem, device)[0]
         key = label(algorithm, config)
@@ -241,7 +250,7 @@ def judge(specs: list[str], batch, run: dict, device, extras: list[dict] = (), b
                 continue
             key = min(same, key=times.get)
         stream = {k: stream_ms(v, launches(problem, k.split(" ")[0], device)) for k, v in times.items()}
-        rows.append({"layer": row["layer"], "pass": row["pass"], "chosen": key, "timed": timed, "ms": times[key],
+        rows.append({"layer": layer, "pass": problem.pass_, "chosen": key, "timed": timed, "ms": times[key],
                      "best": best, "best_ms": times[best], "ratio": times[key] / times[best],
                      "vs_tuned": times[key] / tuned, "launches": launches(problem, algorithm.name, device),
                      "stream_ratio": stream[key] / min(stream.values()),
@@ -282,10 +291,14 @@ def judge_sets(sets: dict, device, extras: list[dict] = (), blocks: dict | None 
     narrowed to its own layer-passes.  A set's run path is relative to this folder, or as given."""
     out = {}
     for name, (specs, batch, path) in sets.items():
-        run = json.loads((HERE / path if not Path(path).exists() else Path(path)).read_text())
-        out[name] = judge(specs, batch, run, device, [_of_set(extra, name) for extra in extras], blocks,
+        out[name] = judge(specs, batch, load_run(path), device, [_of_set(extra, name) for extra in extras], blocks,
                           _of_set(retimed or {}, name), _of_set(retuned or {}, name))
     return out
+
+
+def load_run(path: str):
+    """A stored run, its path relative to this folder or as given."""
+    return json.loads((HERE / path if not Path(path).exists() else Path(path)).read_text())
 
 
 def geomean(values) -> float:

@@ -18,6 +18,16 @@ from clconv.runtime import profiling_queue, random_operands, time_runner
 from clconv.tools.shapes import parse_descriptor
 
 
+def fastest(runners: list, queue, operands) -> dict[str, float]:
+    """Each (name, runner)'s kernel time in ms: the minimum over ROUNDS interleaved rounds of
+    ``time_runner(..., 5, min)``, so that a shared machine's drift hits all alike."""
+    best = {name: float("inf") for name, _ in runners}
+    for _ in range(int(os.environ.get("ROUNDS", 4))):
+        for name, runner in runners:
+            best[name] = min(best[name], time_runner(runner, queue, operands, 5, min) * 1e3)
+    return best
+
+
 def main(descriptors: list[str]) -> None:
     queue = profiling_queue(clconv.default_queue())
     winograd, im2col = REGISTRY["winograd"], REGISTRY["im2col"]
@@ -28,11 +38,7 @@ def main(descriptors: list[str]) -> None:
             named = [(im2col, im2col.configs(problem, queue.device)[0])]
             named += [(winograd, config) for config in winograd.configs(problem, queue.device)[:2]]
             runners = [(f"{a.name}{c.get('m', '')}", planner.prepare(problem, a, c, queue)) for a, c in named]
-            operands = random_operands(problem, queue)
-            best = {name: float("inf") for name, _ in runners}
-            for _ in range(int(os.environ.get("ROUNDS", 4))):
-                for name, runner in runners:
-                    best[name] = min(best[name], time_runner(runner, queue, operands, 5, min) * 1e3)
+            best = fastest(runners, queue, random_operands(problem, queue))
             times = "  ".join(f"{name} {ms:.3f}" for name, ms in best.items())
             print(f"{descriptor:32s} {pass_[:8]:8s} t4={winograd.tiles(problem, 4):4d} "
                   f"auto={auto.name}{auto_config.get('m', '')} {times}", flush=True)

@@ -11,47 +11,29 @@ Twenty-sixth session (2026-12-06): 1.077x the fastest tile left one list out, th
 order as it stands (1.077x over 111 layer-passes); 1.065x in sample.  The order was kept.
 """
 import itertools
-import json
 import math
-from pathlib import Path
 
 import heuristic_check as hc  # docs/perf/, beside this script
 
 from clconv import limits
 from clconv.algorithms import REGISTRY
 from clconv.algorithms.gemm import GPU_TILES, edge_waste, gathered_operand, gemm_tiles, local_loads_per_fma, work_items
-from clconv.plan import Problem
 from clconv.planner import candidates, label
-from clconv.tools import shapes
 
 # (local loads, fill shortfall, area, gathers per work-item, A's re-reads): each weight's values
 GRID = list(itertools.product([0, 0.25, 0.5, 1.0, 2.0], [0, 0.25, 0.5, 1.0], [0, 0.05, 0.1, 0.2],
                               [0, 0.05, 0.1, 0.2, 0.4], [0, 0.1, 0.2]))
 
 
-def stored_passes(device):
+def stored_passes():
     """(set, layer, problem, times) of every stored layer-pass, merged as heuristic_check merges them."""
     extras, retimed, retuned = hc.all_tiles_times(), hc.retimed_times(), hc.retuned_times()
     blocks = hc.block_times()
-    out = []
     for name, (specs, batch, path) in hc.SETS.items():
-        run = json.loads((hc.HERE / path if not Path(path).exists() else Path(path)).read_text())
-        geometry = {layer.label: layer.geometry for spec in specs for layer in shapes.resolve_layers(spec, batch)}
-        ex = [hc._of_set(e, name) for e in extras]
-        again_of, retuned_of = hc._of_set(retimed, name), hc._of_set(retuned, name)
-        for row in run if isinstance(run, list) else run["tuned"] if "tuned" in run else run["rows"]:
-            problem = Problem(geometry[row["layer"]], row["pass"], "float32")
-            times = retuned_of.get((row["layer"], row["pass"]), row["times_ms"])
-            for e in ex:
-                times = hc.merged(times, e.get((row["layer"], row["pass"])))
-            if row["pass"] == "forward":
-                times = hc.merged(times, blocks.get(problem.geometry.tag()))
-            again = again_of.get((row["layer"], row["pass"]))
-            if again is not None:
-                algorithm, new = again
-                times = {**{k: v for k, v in times.items() if k.split(" ")[0] != algorithm}, **new}
-            out.append((name, row["layer"], problem, times))
-    return out
+        for layer, problem, times, _ in hc.stored_times(specs, batch, hc.load_run(path),
+                                                        [hc._of_set(e, name) for e in extras], blocks,
+                                                        hc._of_set(retimed, name), hc._of_set(retuned, name)):
+            yield name, layer, problem, times
 
 
 def splitk_weight_gradients(device):
@@ -59,7 +41,7 @@ def splitk_weight_gradients(device):
     weight gradient the heuristic gives split-K, with four or more of its tiles timed."""
     splitk, fit = REGISTRY["splitk"], limits.of(device)
     data = []
-    for name, layer, problem, times in stored_passes(device):
+    for name, layer, problem, times in stored_passes():
         if problem.pass_ != "backward_weight" or candidates(problem, device)[0][0].name != "splitk":
             continue
         shape = splitk.shape(problem)

@@ -20,6 +20,7 @@ from .ops import (
     conv_transpose3d_weight, convolution_backward, render, tune,
 )
 from .passes import PASSES
+from .planner import finish_builds
 from .runtime import LaunchError, release_workspaces
 from .templates import TemplateRenderError
 from .tensors import empty_cache
@@ -37,5 +38,5 @@ __all__ = [
     "conv3d_input", "conv3d_weight", "conv_transpose1d", "conv_transpose1d_input", "conv_transpose1d_weight",
     "conv_transpose2d", "conv_transpose2d_input", "conv_transpose2d_weight", "conv_transpose3d",
     "conv_transpose3d_input", "conv_transpose3d_weight", "convolution_backward", "default_device_choice",
-    "default_queue", "new_queue", "release_workspaces", "render", "tune",
+    "default_queue", "finish_builds", "new_queue", "release_workspaces", "render", "tune",
 ]

@@ -28,6 +28,7 @@ import threading
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence, cast
@@ -70,6 +71,26 @@ _stats_lock = threading.Lock()
 
 
 stats = CacheStats()
+
+
+class NotCached(LookupError):
+    """A program would have to be compiled, and the caller asked for cached ones only
+    (:func:`cached_only`).  Not a build failure: the planner builds it later, on another thread."""
+
+
+_cached_only: ContextVar[bool] = ContextVar("clconv_cached_only", default=False)
+
+
+@contextmanager
+def cached_only():
+    """Within this block (this thread), a program that neither memory nor the disk cache holds
+    raises :class:`NotCached` instead of being compiled: how the planner learns, at the cost of a
+    cache lookup, whether a plan is ready to run now (planner.run's interim kernels)."""
+    token = _cached_only.set(True)
+    try:
+        yield
+    finally:
+        _cached_only.reset(token)
 
 
 class BuildError(RuntimeError):
@@ -210,6 +231,8 @@ class ProgramCache:
         """The program of ``key``: from memory, from the disk, or ``source`` built and stored."""
         program = self._cached(context, device, options, key)
         if program is None:
+            if _cached_only.get():
+                raise NotCached(f"{label} is not built yet")
             program = self._build_and_store(context, device, source, options, key, label)
             self._memory.put((context, device, key), program)
         return program
@@ -368,7 +391,9 @@ def build_kernels(queue: cl.CommandQueue, sources: Sequence[RenderedSource], lab
     # kernel's work-group function at its first launch, not here, and Oclgrind's simulator (which
     # reports every device type, GPU and CPU among them) crashed (SIGSEGV) building a plan's two
     # programs on two threads.
-    if len(sources) > 1 and is_gpu(queue.device) and not queue.device.type & cl.device_type.CPU:
+    # (Loading from the caches alone, cached_only, stays on this thread: the flag is this thread's.)
+    if (len(sources) > 1 and is_gpu(queue.device) and not queue.device.type & cl.device_type.CPU
+            and not _cached_only.get()):
         with ThreadPoolExecutor(max_workers=len(sources)) as pool:
             return list(pool.map(kernels, sources))
     return [kernels(source) for source in sources]

@@ -13,20 +13,23 @@ templates.render_plan -> builder.build_kernels -> :class:`~clconv.runtime.Runner
 
 from __future__ import annotations
 
+import atexit
 import logging
-from concurrent.futures import ThreadPoolExecutor
+import queue as queues
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
-from typing import Iterator
+from typing import Any, Callable, Hashable, Iterator
 
 import pyopencl as cl
 
-from . import limits, settings, templates, tuning
+from . import interim, limits, settings, templates, tuning
 from .algorithms import REGISTRY, Algorithm, algorithms
 from .algorithms.gemm import is_dot_config
 from .algorithms.reduce import bias_gradient_plan
 from .algorithms.direct import BLOCK_COB, FORWARD_FEW_OUTPUTS, few_outputs_first, forward_blocks_first, weight_blocks
 from .algorithms.winograd import Winograd
-from .builder import BuildError, build_kernels
+from .builder import BuildError, NotCached, build_kernels, cached_only
 from .caches import Cache
 from .device import is_gpu
 from .plan import CHANNELS_FIRST, Plan, Problem
@@ -849,7 +852,8 @@ def _first_candidate(problem: Problem, device: cl.Device) -> tuple[Algorithm, di
 
 
 def plan(problem: Problem, queue: cl.CommandQueue, algorithm: str = "auto") -> Runner:
-    """The runner for ``problem``; raises ValueError if a named algorithm declines it.
+    """The runner for ``problem``; raises ValueError if a named algorithm declines it.  Where its
+    build runs in the background (interim kernels ran the calls so far), this waits for it.
 
     A repeated call is one cache lookup (the host overhead of a cached call): the key holds
     everything the choice depends on, including the tuning database's generation, which every
@@ -858,22 +862,29 @@ def plan(problem: Problem, queue: cl.CommandQueue, algorithm: str = "auto") -> R
     chosen = _choices.get(key)
     runner = _runners.get(chosen) if chosen is not None else None
     if runner is None:
-        runner = _choose(problem, queue, algorithm)
-        _choices.put(key, runner.key)
+        runner = _chosen(problem, queue, algorithm, key)
     return runner
 
 
 def run(problem: Problem, queue: cl.CommandQueue, algorithm: str, operands: dict[str, Operand],
         wait_for=None) -> list[cl.Event]:
-    """Plan and enqueue ``problem``.  Under ``auto``, a launch the driver refuses (after the
-    resource checks passed) is remembered as failed in the tuning database and the choice is made
-    again without it; a named algorithm's failure is the caller's to see."""
-    runner = plan(problem, queue, algorithm)
+    """Plan and enqueue ``problem``: what :func:`plan` gives, except that while the chosen plan
+    of a new geometry builds in the background, its interim plan (:func:`_chosen_or_interim`).
+    Under ``auto``, a launch the driver refuses (after the resource checks passed) is remembered
+    as failed in the tuning database and the choice is made again without it; a named
+    algorithm's failure is the caller's to see."""
+    key = _choice_key(queue, problem, algorithm)
+    chosen = _choices.get(key)
+    runner = _runners.get(chosen) if chosen is not None else None
+    if runner is None:
+        runner = _chosen_or_interim(problem, queue, algorithm, key)
     try:
         return runner.run(queue, operands, wait_for=wait_for)
     except LaunchError:
         if algorithm != "auto":
             raise
+        if interim.is_interim(runner.config):  # then the chosen plan, as without interim kernels
+            return plan(problem, queue, algorithm).run(queue, operands, wait_for=wait_for)
         entry = dict(tuning.lookup(queue.device, problem.key()) or {})
         failed = [*entry.get("failed", []), label(REGISTRY[runner.algorithm], runner.config)]
         log.warning("clconv: %s failed to launch; choosing again without it", runner.label)
@@ -881,6 +892,164 @@ def run(problem: Problem, queue: cl.CommandQueue, algorithm: str, operands: dict
         if replacement is runner:
             raise
         return replacement.run(queue, operands, wait_for=wait_for)
+
+
+# -- interim kernels: a new geometry's calls while its chosen plan builds -----------------------------
+
+
+class BackgroundBuilds:
+    """Builds no call waits for: the chosen plans of problems whose calls run interim kernels, and
+    the interim programs themselves.  ``workers`` daemon threads take them first come, first served
+    (the compilers release the GIL).  At the interpreter's exit the builds not yet started are
+    dropped and the ones running are waited for: a compiler stopped mid-build can take the
+    process down with it."""
+
+    def __init__(self, workers: int) -> None:
+        self.workers = workers
+        self._queue: "queues.SimpleQueue[tuple[Hashable, Future, Callable[..., Any], tuple]]" = queues.SimpleQueue()
+        self._jobs: dict[Hashable, Future] = {}
+        self._kept: set[Hashable] = set()
+        self._threads: list[threading.Thread] = []
+        self._lock = threading.Lock()
+
+    def submit(self, key: Hashable, function: Callable[..., Any], *args: Any, keep: bool = True) -> Future:
+        """``function(*args)`` on a worker, unless a job of ``key`` is already held (that one is
+        returned).  ``keep``: the job stays until :meth:`take` (its result is wanted), else it
+        goes when it is done."""
+        with self._lock:
+            job = self._jobs.get(key)
+            if job is None:
+                job = self._jobs[key] = Future()
+                if keep:
+                    self._kept.add(key)
+                self._queue.put((key, job, function, args))
+                if len(self._threads) < self.workers:
+                    thread = threading.Thread(target=self._work, name=f"clconv-build-{len(self._threads)}", daemon=True)
+                    self._threads.append(thread)
+                    thread.start()
+            return job
+
+    def get(self, key: Hashable) -> Future | None:
+        return self._jobs.get(key)
+
+    def take(self, key: Hashable) -> Future | None:
+        """The job of ``key``, no longer held (a later submit starts another)."""
+        with self._lock:
+            self._kept.discard(key)
+            return self._jobs.pop(key, None)
+
+    def _work(self) -> None:
+        while True:
+            key, job, function, args = self._queue.get()
+            if job.set_running_or_notify_cancel():  # False: dropped at exit
+                try:
+                    job.set_result(function(*args))
+                except BaseException as exc:  # noqa: BLE001 - handed to whoever takes the job
+                    job.set_exception(exc)
+            with self._lock:
+                if key not in self._kept and self._jobs.get(key) is job:
+                    del self._jobs[key]
+
+    def wait(self) -> None:
+        """Wait until every job submitted so far is done (their failures are their takers')."""
+        for job in list(self._jobs.values()):
+            try:
+                job.exception()
+            except BaseException:  # noqa: BLE001 - a job cancelled at exit
+                pass
+
+    def close(self) -> None:
+        """Drop the jobs not started; wait for the running ones."""
+        for job in list(self._jobs.values()):
+            job.cancel()  # only a job not yet running is cancelled
+        self.wait()
+
+
+BACKGROUND_WORKERS = 2
+_background = BackgroundBuilds(BACKGROUND_WORKERS)
+atexit.register(_background.close)
+
+
+def finish_builds() -> None:
+    """Wait for every build running in the background (the chosen plans of problems whose calls
+    ran interim kernels, interim programs): after it, a call of each problem called so far runs its
+    chosen kernels.  What a benchmark does before it times a stream of calls."""
+    _background.wait()
+
+
+def _job_key(problem: Problem, queue: cl.CommandQueue) -> tuple:
+    return (queue.context, queue.device, problem, *_settings_key())
+
+
+def _chosen(problem: Problem, queue: cl.CommandQueue, algorithm: str, key: tuple) -> Runner:
+    """The chosen runner, remembered under the choice key ``key``: the background build's where
+    one was started for ``problem`` (waited for; if it failed, the choice is made again here,
+    where its error reaches the caller), else made now."""
+    job = _background.take(_job_key(problem, queue)) if algorithm == "auto" else None
+    runner = None
+    if job is not None:
+        try:
+            runner = job.result()
+        except Exception:  # noqa: BLE001 - made again below, raising here if it fails here too
+            runner = None
+    if runner is None:
+        runner = _choose(problem, queue, algorithm)
+    _choices.put(key, runner.key)
+    return runner
+
+
+def _chosen_or_interim(problem: Problem, queue: cl.CommandQueue, algorithm: str, key: tuple) -> Runner:
+    """The chosen runner where its programs are built or in the disk cache, or where interim
+    kernels are off for this call (a named algorithm, a measured choice, CLCONV_INTERIM=0, a
+    problem past interim.MAX_FLOPS); otherwise the problem's interim plan, while the chosen plan
+    builds on a background thread: the calls that find that build done run the chosen runner.
+    Where the interim program is not cached yet either, it builds in the background (for the next
+    geometry: one program serves them all) and this call waits for its chosen plan."""
+    if (algorithm != "auto" or settings.tuning_enabled() or not interim.serves(problem)
+            or not interim.enabled(queue.device)):
+        return _chosen(problem, queue, algorithm, key)
+    job_key = _job_key(problem, queue)
+    job = _background.get(job_key)
+    if job is None:
+        try:
+            with cached_only():
+                runner = _choose(problem, queue, algorithm)
+        except NotCached:
+            interim_runner = _interim(problem, queue)
+            if interim_runner is None:
+                return _chosen(problem, queue, algorithm, key)
+            _background.submit(job_key, _choose, problem, queue, algorithm)
+            return interim_runner
+        _choices.put(key, runner.key)
+        return runner
+    if not job.done():
+        interim_runner = _interim(problem, queue)
+        if interim_runner is not None:
+            return interim_runner
+    return _chosen(problem, queue, algorithm, key)
+
+
+def _interim(problem: Problem, queue: cl.CommandQueue) -> Runner | None:
+    """``problem``'s interim runner, if its program is built or in the disk cache; else None,
+    and its program builds in the background."""
+    key = (queue.context, queue.device, problem, "interim", *_settings_key())
+    runner = _runners.get(key)
+    if runner is None:
+        interim_plan = interim.plan(problem, queue.device)
+        try:
+            with cached_only():
+                runner = build(interim_plan, queue)
+        except NotCached:
+            sources, _ = templates.render_plan(interim_plan)
+            program = (queue.context, queue.device, "interim", *(source.digest or source.text for source in sources))
+            _background.submit(program, build, interim_plan, queue, keep=False)
+            return None
+        except CANDIDATE_FAILURES as exc:
+            log.warning("clconv: the interim plan of %s cannot run (%s); waiting for its chosen plan", problem.key(), exc)
+            return None
+        runner.key = key
+        _runners.put(key, runner)
+    return runner
 
 
 def remembered_choice(problem: Problem, device: cl.Device, algorithm: str = "auto") -> tuple[Algorithm, dict] | None:

@@ -22,6 +22,8 @@ VARIABLES = {
     "CLCONV_CACHE_DIR": "where built programs, the tuning database and compiled templates are kept",
     "CLCONV_NO_CACHE": "1: keep built programs and tuning results in memory only",
     "CLCONV_TUNE": "1: algorithm='auto' measures the candidates of a new problem; unset or 0: the heuristic's choice, one build",
+    "CLCONV_INTERIM": "1: a new geometry's calls run generic direct kernels while its chosen kernels build in the "
+                       "background; 0: they wait for the build; unset: 1 on GPUs, 0 on CPUs",
     "CLCONV_WORKSPACE_LIMIT": "bytes of temporary buffers one call may use",
     "CLCONV_RESULT_POOL": "0: results and numpy uploads are fresh driver allocations instead of a per-queue pool",
     "CLCONV_TEMPLATE_PATH": "directories searched for kernel templates before the built-in ones",
@@ -95,6 +97,17 @@ def tuning_enabled() -> bool:
     call builds the heuristic's choice only; ``clconv.tune(...)`` and ``clconv tune`` measure on
     request, and a measured entry, once stored, is always used."""
     return _get("CLCONV_TUNE", "0").lower() in _TRUE
+
+
+def interim() -> bool | None:
+    """``CLCONV_INTERIM`` as a choice: True (1), False (0), or None when unset (the device decides:
+    interim.enabled).  Any other value is a ValueError naming the variable."""
+    raw = _get("CLCONV_INTERIM")
+    if not raw:
+        return None
+    if raw.lower() in _TRUE or raw.lower() in _FALSE:
+        return raw.lower() in _TRUE
+    raise ValueError(f"CLCONV_INTERIM must be 1, true or yes, or 0, false or no; got {raw!r}")
 
 
 def result_pool_enabled() -> bool:

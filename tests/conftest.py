@@ -8,8 +8,9 @@ poisoned and guarded tensors, the comparison with the reference) and the indepen
 ``naive_reference.py`` and ``transposed_reference.py``; this directory is put on ``sys.path`` for them.
 
 The suite runs with ``CLCONV_TUNE=0`` (heuristic choice, no measuring of every candidate: PoCL
-builds are slow) unless a test turns tuning on itself, and with a private cache directory
-(scripts/test sets ``CLCONV_CACHE_DIR``; set here too for a bare ``pytest`` run).
+builds are slow) unless a test turns tuning on itself, with ``CLCONV_INTERIM=0`` (each call runs
+the kernels chosen for it, on a GPU too) unless a test turns interim kernels on, and with a
+private cache directory (scripts/test sets ``CLCONV_CACHE_DIR``; set here too for a bare ``pytest`` run).
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 os.environ.setdefault("CLCONV_TUNE", "0")
+# every call runs its chosen kernels (tests/algorithms/test_interim.py turns interim kernels on itself)
+os.environ.setdefault("CLCONV_INTERIM", "0")
 os.environ.setdefault("CLCONV_CACHE_DIR", tempfile.mkdtemp(prefix="clconv-test-cache-"))
 
 

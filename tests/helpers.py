@@ -136,11 +136,7 @@ def run_prepared(queue, rng: np.random.Generator, problem, algorithm, config: di
     llvmpipe grants 32 work-items) skips, saying so; those the algorithm offers must fit and run."""
     import pytest
 
-    from clconv import planner, reference
-    from clconv.dtypes import numpy_dtype
-    from clconv.epilogue import apply_reference
-    from clconv.passes import ACTIVATION_ROLES
-    from clconv.runtime import Operand
+    from clconv import planner
 
     fit = limits.of(queue.device, queue.context)
     too_large = [call.local_size for call in algorithm.plan(problem, config, queue.device).calls
@@ -148,6 +144,18 @@ def run_prepared(queue, rng: np.random.Generator, problem, algorithm, config: di
     if too_large and config not in algorithm.configs(problem, queue.device):
         pytest.skip(f"{algorithm.name} {config} needs work-groups of {too_large[0]}; {queue.device.name!r} grants "
                     f"{fit.work_group} work-items")
+    return check_runner(queue, rng, problem, planner.prepare(problem, algorithm, config, queue), share)
+
+
+def check_runner(queue, rng: np.random.Generator, problem, runner, share: float = 1.0):
+    """Run ``runner`` (built for ``problem``) as :func:`run_prepared` does, and compare its result
+    with the float64 reference; return it."""
+    from clconv import reference
+    from clconv.dtypes import numpy_dtype
+    from clconv.epilogue import apply_reference
+    from clconv.passes import ACTIVATION_ROLES
+    from clconv.runtime import Operand
+
     g, dtype, spec = problem.geometry, numpy_dtype(problem.dtype), problem.spec
     roles = (*spec.inputs, "bias") if problem.bias else spec.inputs
     host = {role: random(rng, spec.shape(role, g), dtype) for role in roles}
@@ -165,7 +173,6 @@ def run_prepared(queue, rng: np.random.Generator, problem, algorithm, config: di
                 for role, value in host.items()}
     out = stored(spec.result, np.full(spec.result_shape(g), np.nan, dtype))
     operands[spec.result] = Operand(cl.Buffer(queue.context, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=out))
-    runner = planner.prepare(problem, algorithm, config, queue)
     cl.wait_for_events(runner.run(queue, operands))
     cl.enqueue_copy(queue, out, operands[spec.result].buffer)
     queue.finish()

@@ -12,6 +12,9 @@
 ## work-group size (clc_direct_backward_weight, _blocks); rows (clc_direct_forward_rows, _block); cob
 ## (clc_direct_forward_block: output channels per work-item; clc_direct_backward_weight_blocks),
 ## cib, slices, chunk, lanes (clc_direct_backward_weight_blocks).
+## clc_direct_forward, _backward_data and _backward_weight use no number of the geometry at render
+## time: rendered with clconv.interim.GeometryArgs as `geom`, they take the numbers as arguments
+## (prelude.geometry_params), one program for every geometry (the interim kernels).
 ## Unlike the other families, these kernels take no `restrict` arguments: with them, Intel's CPU
 ## compiler (OpenCL runtime 2026.22) crashed the process at the first launch of the float64 forward
 ## of a grouped layer (docs/portability.md).  The other families keep them: clang-based compilers
@@ -45,7 +48,7 @@ __kernel void clc_direct_forward(__global const clc_data* x_base, const long x_o
                                  __global const clc_data* w_base, const long w_off,
                                  __global const clc_data* bias_base, const long bias_off,
                                  __global const clc_data* residual_base, const long residual_off,
-                                 __global clc_data* y_base, const long y_off)
+                                 __global clc_data* y_base, const long y_off${prelude.geometry_params(geom)})
 {
 ${element("CLC_OP", "CLC_COUT")}
     const int g = channel / CLC_CO;
@@ -239,7 +242,7 @@ __kernel void clc_direct_backward_data(__global const clc_data* dy_base, const l
                                        __global const clc_data* w_base, const long w_off,
                                        __global const clc_data* bias_base, const long bias_off,
                                        __global const clc_data* residual_base, const long residual_off,
-                                       __global clc_data* dx_base, const long dx_off)
+                                       __global clc_data* dx_base, const long dx_off${prelude.geometry_params(geom)})
 {
 ${element("CLC_IP", "CLC_CIN")}
     const int g = channel / CLC_CI, ci = channel % CLC_CI;
@@ -268,7 +271,7 @@ ${element("CLC_IP", "CLC_CIN")}
 __kernel __attribute__((reqd_work_group_size(${wg}, 1, 1)))
 void clc_direct_backward_weight(__global const clc_data* x_base, const long x_off,
                                 __global const clc_data* dy_base, const long dy_off,
-                                __global clc_data* dw_base, const long dw_off)
+                                __global clc_data* dw_base, const long dw_off${prelude.geometry_params(geom)})
 {
     const int lid = get_local_id(0);
     const clc_idx e = get_group_id(1);            /* flat weight index: (channel, ci, tap) */

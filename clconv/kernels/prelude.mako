@@ -25,6 +25,11 @@
         KD, KH = geom.kernel[0], geom.kernel[1]
         return tuple((kd * KH + kh, kd, kh) for kd in range(KD) for kh in range(KH))
 
+    def baked(geom):
+        """Whether the geometry's numbers are in the source (every rendering but an interim plan's,
+        whose `geom` is clconv.interim.GeometryArgs: the numbers arrive as kernel arguments)."""
+        return not getattr(geom, "as_arguments", False)
+
     from clconv.epilogue import ACTIVATIONS, c_literal
     from clconv.dtypes import STORAGE
 %>
@@ -115,6 +120,16 @@ inline int clc_source_index(int i, int pad, int k, int dil, int stride, int out_
     const int o = t / stride;
     return o < out_size ? o : -1;
 }
+</%def>
+
+## The parameters a kernel appends to its own where the geometry is not baked in (an interim plan:
+## clconv/interim.py, one program for every geometry, CLC_N and the rest naming them); nothing
+## otherwise.  Only kernels that use no number of the geometry at render time take them.
+<%def name="geometry_params(geom)">\
+% if not baked(geom):
+,
+        ${geom.parameters}\
+% endif
 </%def>
 
 ## How the call's tensors are stored (`data`, a STORAGE dtype name), and their loads and stores.
@@ -278,7 +293,7 @@ ${capture(getattr(ns, entry)).strip("\n")}
     stride, dilation = geom.stride[dim], geom.dilation[dim]
     pad = " " * body  # the block's indentation
 %>\
-% if stride > 1 and dilation == 1:
+% if baked(geom) and stride > 1 and dilation == 1:
 for (int ${k}_step = 0; ${k}_step < ${-(-geom.kernel[dim] // stride)}; ++${k}_step) {
 ${pad}const int ${k} = (${i} + CLC_P${D}) % CLC_S${D} + ${k}_step * CLC_S${D};
 ${pad}const int ${o} = (${i} + CLC_P${D} - ${k}) / CLC_S${D};

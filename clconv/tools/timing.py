@@ -18,6 +18,7 @@ import pyopencl as cl
 import pyopencl.array as cl_array
 
 from clconv import planner, runtime
+from clconv.planner import finish_builds
 from clconv.plan import Problem
 from clconv.passes import PASS_TABLE, ROLE_SHAPES
 
@@ -32,8 +33,10 @@ HOST_THREADS_IDLE_S = 0.25
 
 
 def time_host(fn: Callable[[], Any], repeats: int, statistic: Statistic = statistics.median) -> float:
-    """Milliseconds of one call of ``fn`` by the host clock (one warm-up call first)."""
+    """Milliseconds of one call of ``fn`` by the host clock (one warm-up call first, and every
+    build it started in the background finished: the steady state, not an interim plan's)."""
     fn()
+    finish_builds()
     times = []
     for _ in range(repeats):
         t0 = time.perf_counter()
@@ -64,7 +67,11 @@ def time_torch(torch: Any, fn: Callable[[], Any], repeats: int, gpu: bool,
 def stream_times(call: Callable[[], Any], sync: Callable[[], Any], calls: int, repeats: int) -> tuple[float, float]:
     """Seconds per call of a stream of ``calls`` calls: making them (the host's enqueue, which
     blocks only where the device falls far behind) and with one ``sync()`` at the stream's end,
-    each the best of ``repeats`` streams."""
+    each the best of ``repeats`` streams.  One call and every build it started in the background
+    first: a stream times the chosen kernels, not a new geometry's interim kernels."""
+    call()
+    sync()
+    finish_builds()
     enqueued = total = float("inf")
     for _ in range(repeats):
         t0 = time.perf_counter()

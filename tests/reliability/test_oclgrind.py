@@ -228,6 +228,21 @@ def child(which: str, every_config: bool) -> int:
             run_prepared(queue, rng, problem, winograd, winograd.configs(problem, queue.device)[0])
             note(f"winograd one deep {pass_} {layout}")
             runs += 1
+    # interim kernels (clconv/interim.py: the geometry as kernel arguments, which a GPU runs while a
+    # new geometry's chosen kernels build): every pass of a strided, dilated, grouped layer with a
+    # bias, channels-last in float16, and a 3D one
+    from clconv import interim
+    from clconv.planner import build
+    from helpers import check_runner
+
+    for tag, layout, dtype in (("n1g2c4o6i9x5k3x3s2x1p2x1d2x1", "channels_first", "float32"),
+                               ("n1g2c4o6i9x5k3x3s2x1p2x1d2x1", "channels_last", "float16"),
+                               ("n2g1c2o3i3x4x3k2x3x2s1x2x1p1x1x0d1x1x1", "channels_first", "float32")):
+        for pass_ in PASSES:
+            problem = Problem(geometry(tag), pass_, dtype, bias=pass_ != "backward_weight", layout=layout)
+            check_runner(queue, rng, problem, build(interim.plan(problem, queue.device), queue))
+            note(f"interim {pass_} {tag} {layout} {dtype}")
+            runs += 1
     # the CPU weight gradient as dot products (a CPU's first guess for long contractions, which
     # Oclgrind's device is not offered): partial row blocks, masked last vectors, images smaller
     # than a vector, and pieces of the contraction (SplitK.MIN_PIECE lowered above) starting mid-image

@@ -137,13 +137,14 @@ def test_bench_merges_runs_taking_each_librarys_fastest_time(tmp_path, capsys):
 
 
 def test_stream_timing_counts_each_call_and_syncs_once_per_stream():
-    """bench's stream figure times a stream of calls with one synchronisation at its end (the
-    PyTorch comparison itself needs torch and a GPU: docs/performance.md has its figures)."""
+    """bench's stream figure times a stream of calls with one synchronisation at its end, after
+    one warm-up call and its sync (the PyTorch comparison itself needs torch and a GPU:
+    docs/performance.md has its figures)."""
     from clconv.tools.timing import stream_seconds_per_call
 
     calls, syncs = [], []
     seconds = stream_seconds_per_call(lambda: calls.append(1), lambda: syncs.append(1), calls=7, repeats=3)
-    assert len(calls) == 7 * 3 and len(syncs) == 3
+    assert len(calls) == 1 + 7 * 3 and len(syncs) == 1 + 3
     assert seconds >= 0
 
 

@@ -1,0 +1,125 @@
+"""Interim kernels: what a call runs while the kernels chosen for its new geometry build.
+
+Every algorithm's kernels have the geometry baked in as constants, so a new geometry means a new
+build, and on a GPU the driver's compiler takes 0.2-0.9 s a program (NVIDIA's, docs/performance.md).
+An interim plan is direct convolution's one-work-item-per-element kernels (one work-group per weight
+element for the weight gradient) rendered once with the geometry as kernel arguments
+(:class:`GeometryArgs`): one program per pass, storage dtype, layout, index width and epilogue
+serves every geometry, and once it is in the disk cache a new geometry's first call loads it
+instead of compiling.  The planner runs it while the chosen plan builds on a background thread,
+and the chosen plan as soon as that build is done (planner.run).
+
+Its results equal the chosen kernels' within rounding, not bit for bit (another summation order):
+``CLCONV_INTERIM=0`` makes every call wait for its chosen kernels, as a measured choice
+(``CLCONV_TUNE=1``) and a named algorithm always do.  Unset, interim kernels run on GPUs, where the
+builds are slow; CPUs (PoCL builds a direct kernel in ~0.8 s, and a background build would take a
+core from the kernels) and Oclgrind (it crashed building on two threads) wait.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+import pyopencl as cl
+
+from . import settings
+from .device import is_gpu
+from .geometry import ConvGeometry
+from .plan import KernelSource, Plan, Problem
+
+# The geometry's kernel arguments, in order: (C name, its value in a geometry).  The C names are
+# what prelude.mako's CLC_* macros expand to in an interim plan's source.
+ARGUMENTS: tuple[tuple[str, str], ...] = (
+    ("clc_n", "batch"), ("clc_g", "groups"), ("clc_ci", "cin_per_group"), ("clc_co", "cout_per_group"),
+    *((f"clc_i{d}", f"in_size.{i}") for i, d in enumerate("dhw")),
+    *((f"clc_k{d}", f"kernel.{i}") for i, d in enumerate("dhw")),
+    *((f"clc_s{d}", f"stride.{i}") for i, d in enumerate("dhw")),
+    *((f"clc_p{d}", f"pad_begin.{i}") for i, d in enumerate("dhw")),
+    *((f"clc_d{d}", f"dilation.{i}") for i, d in enumerate("dhw")),
+    *((f"clc_o{d}", f"out_size.{i}") for i, d in enumerate("dhw")),
+)
+
+
+@dataclass(frozen=True)
+class GeometryArgs:
+    """A geometry whose every number is the name of a kernel argument: the ``geom`` an interim plan is
+    rendered with.  It has a :class:`~clconv.geometry.ConvGeometry`'s fields that prelude.mako's
+    header reads, each a C name instead of a number; templates ask ``prelude.attr.baked(geom)``
+    before computing with the geometry's numbers (only an interim plan's kernels accept this one)."""
+
+    batch: str = "clc_n"
+    groups: str = "clc_g"
+    cin_per_group: str = "clc_ci"
+    cout_per_group: str = "clc_co"
+    in_size: tuple[str, str, str] = ("clc_id", "clc_ih", "clc_iw")
+    kernel: tuple[str, str, str] = ("clc_kd", "clc_kh", "clc_kw")
+    stride: tuple[str, str, str] = ("clc_sd", "clc_sh", "clc_sw")
+    pad_begin: tuple[str, str, str] = ("clc_pd", "clc_ph", "clc_pw")
+    dilation: tuple[str, str, str] = ("clc_dd", "clc_dh", "clc_dw")
+    out_size: tuple[str, str, str] = ("clc_od", "clc_oh", "clc_ow")
+    as_arguments: bool = True
+
+    @property
+    def parameters(self) -> str:
+        """The C parameter list the kernels append to their own."""
+        return ", ".join(f"const int {name}" for name, _ in ARGUMENTS)
+
+
+GEOMETRY_ARGS = GeometryArgs()
+assert [name for name, _ in ARGUMENTS] == [
+    GEOMETRY_ARGS.batch, GEOMETRY_ARGS.groups, GEOMETRY_ARGS.cin_per_group, GEOMETRY_ARGS.cout_per_group,
+    *GEOMETRY_ARGS.in_size, *GEOMETRY_ARGS.kernel, *GEOMETRY_ARGS.stride, *GEOMETRY_ARGS.pad_begin,
+    *GEOMETRY_ARGS.dilation, *GEOMETRY_ARGS.out_size]
+
+
+def argument_values(g: ConvGeometry) -> tuple[np.int32, ...]:
+    """``g``'s numbers in :data:`ARGUMENTS`' order, as the kernels take them (32-bit ints: every
+    size of a geometry does; the flat indices built from them are the source's index type)."""
+    values = []
+    for _, path in ARGUMENTS:
+        name, _, axis = path.partition(".")
+        value = getattr(g, name)
+        values.append(np.int32(value[int(axis)] if axis else value))
+    return tuple(values)
+
+
+# An interim plan runs no faster than a few TFLOP/s on a GPU (one work-item per result element, its
+# operands from global memory); past this many FLOPs one call could outlast the build it waits
+# for (0.2-0.9 s), and the call waits for its chosen kernels instead.
+MAX_FLOPS = 2**36
+
+
+def enabled(device: cl.Device) -> bool:
+    """Whether a new geometry's calls on ``device`` run an interim plan while its kernels build:
+    ``CLCONV_INTERIM`` if set, else on GPUs that are not also CPUs (Oclgrind reports both)."""
+    chosen = settings.interim()
+    if chosen is not None:
+        return chosen
+    return is_gpu(device) and not device.type & cl.device_type.CPU
+
+
+def serves(problem: Problem) -> bool:
+    """Whether an interim plan may run ``problem`` (small enough: :data:`MAX_FLOPS`)."""
+    return problem.geometry.flops <= MAX_FLOPS
+
+
+def plan(problem: Problem, device: cl.Device) -> Plan:
+    """The interim plan of ``problem``: direct's first one-result-per-work-item configuration,
+    rendered with :data:`GEOMETRY_ARGS` and launched with ``problem``'s numbers as arguments."""
+    from .algorithms.direct import Direct  # algorithms import the planner's modules: no cycle at import
+
+    direct = Direct()
+    config = next(c for c in direct.configs(problem, device) if set(c) == {"wg"})
+    chosen = direct.plan(problem, config, device)
+    values = argument_values(problem.geometry)
+    calls = tuple(dataclasses.replace(
+        call, source=KernelSource(call.source.template, {**call.source.params, "geom": GEOMETRY_ARGS}),
+        args=(*call.args, *values)) for call in chosen.calls)
+    return Plan(problem, chosen.algorithm, {**config, "geometry": "arguments"}, calls, chosen.workspaces)
+
+
+def is_interim(config: dict) -> bool:
+    """Whether a plan's (or runner's) ``config`` is an interim plan's."""
+    return config.get("geometry") == "arguments"

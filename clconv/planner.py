@@ -883,15 +883,27 @@ def run(problem: Problem, queue: cl.CommandQueue, algorithm: str, operands: dict
     except LaunchError:
         if algorithm != "auto":
             raise
-        if interim.is_interim(runner.config):  # then the chosen plan, as without interim kernels
-            return plan(problem, queue, algorithm).run(queue, operands, wait_for=wait_for)
-        entry = dict(tuning.lookup(queue.device, problem.key()) or {})
-        failed = [*entry.get("failed", []), label(REGISTRY[runner.algorithm], runner.config)]
-        log.warning("clconv: %s failed to launch; choosing again without it", runner.label)
-        replacement, _ = tune(problem, queue, {**entry, "failed": failed})
-        if replacement is runner:
-            raise
-        return replacement.run(queue, operands, wait_for=wait_for)
+        if not interim.is_interim(runner.config):
+            return _run_another(problem, queue, runner, operands, wait_for)
+    runner = plan(problem, queue, algorithm)  # the interim plan failed: the chosen one, as without interim kernels
+    try:
+        return runner.run(queue, operands, wait_for=wait_for)
+    except LaunchError:
+        return _run_another(problem, queue, runner, operands, wait_for)
+
+
+def _run_another(problem: Problem, queue: cl.CommandQueue, failed_runner: Runner, operands: dict[str, Operand],
+                 wait_for) -> list[cl.Event]:
+    """Run ``problem`` with the choice made again without ``failed_runner``, whose launch the
+    driver refused: it is remembered as failed in the tuning database.  The LaunchError being
+    handled is raised again if nothing else serves."""
+    entry = dict(tuning.lookup(queue.device, problem.key()) or {})
+    failed = [*entry.get("failed", []), label(REGISTRY[failed_runner.algorithm], failed_runner.config)]
+    log.warning("clconv: %s failed to launch; choosing again without it", failed_runner.label)
+    replacement, _ = tune(problem, queue, {**entry, "failed": failed})
+    if replacement is failed_runner:
+        raise
+    return replacement.run(queue, operands, wait_for=wait_for)
 
 
 # -- interim kernels: a new geometry's calls while its chosen plan builds -----------------------------

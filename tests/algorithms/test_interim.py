@@ -19,7 +19,7 @@ from clconv import builder, interim, planner, settings
 from clconv.epilogue import Epilogue
 from clconv.geometry import ConvGeometry
 from clconv.plan import Problem
-from clconv.runtime import Runner
+from clconv.runtime import LaunchError, Runner
 
 from cases import geometry
 from helpers import check_runner
@@ -117,10 +117,13 @@ class Recorder:
         self.configs: list[dict] = []
         self.gate = threading.Event()
         self.fail_background = False
+        self.refuse_interim = False
         run, choose = Runner.run, planner._choose
 
         def recording_run(runner, *args, **kwargs):
             self.configs.append(runner.config)
+            if self.refuse_interim and interim.is_interim(runner.config):
+                raise LaunchError("the driver refused the interim kernel (injected)")
             return run(runner, *args, **kwargs)
 
         def gated_choose(problem, queue, algorithm):
@@ -172,6 +175,13 @@ def test_named_algorithms_measured_choices_and_the_setting_never_run_interim_ker
     x, w = small_integers(rng, (2, 3, 9, 13)), small_integers(rng, (5, 3, 3, 3))
     expected = clconv.conv2d(x, w, algorithm="direct")
     assert not recorder.last_ran_interim()
+    # a measured choice (CLCONV_TUNE=1; its measuring replaced by the first candidate that builds)
+    monkeypatch.setattr(settings, "tuning_enabled", lambda: True)
+    monkeypatch.setattr(planner, "_measure", planner._first_that_builds)
+    np.testing.assert_array_equal(clconv.conv2d(x[:, :, 1:], w), expected[:, :, 1:])
+    assert not recorder.last_ran_interim()
+    monkeypatch.undo()
+    recorder = Recorder(monkeypatch)
     monkeypatch.setenv("CLCONV_INTERIM", "0")
     np.testing.assert_array_equal(clconv.conv2d(x[:1], w), expected[:1])
     assert not recorder.last_ran_interim()
@@ -198,3 +208,15 @@ def test_a_failed_background_build_is_made_again_where_the_caller_sees_it(queue,
     again = clconv.conv2d_weight(x, w.shape, dy, **options)
     assert not recorder.last_ran_interim()
     np.testing.assert_array_equal(first, again)  # small integers: exact either way
+
+
+def test_an_interim_plan_refused_at_launch_gives_way_to_the_chosen_plan(queue, rng, monkeypatch):
+    recorder = Recorder(monkeypatch)
+    recorder.gate.set()
+    x, w = small_integers(rng, (3, 5, 8, 7)), small_integers(rng, (3, 5, 1, 3))
+    clconv.conv2d(x[:1], w, padding=(0, 1))  # the interim program, if not yet built
+    clconv.finish_builds()
+    recorder.refuse_interim = True
+    got = clconv.conv2d(x, w, padding=(0, 1))
+    assert interim.is_interim(recorder.configs[-2]) and not recorder.last_ran_interim()
+    np.testing.assert_array_equal(got, clconv.conv2d(x, w, padding=(0, 1), algorithm="direct"))

@@ -12,8 +12,11 @@ and the chosen plan as soon as that build is done (planner.run).
 Its results equal the chosen kernels' within rounding, not bit for bit (another summation order):
 ``CLCONV_INTERIM=0`` makes every call wait for its chosen kernels, as a measured choice
 (``CLCONV_TUNE=1``) and a named algorithm always do.  Unset, interim kernels run on GPUs, where the
-builds are slow; CPUs (PoCL builds a direct kernel in ~0.8 s, and a background build would take a
-core from the kernels) and Oclgrind (it crashed building on two threads) wait.
+builds are slow; CPUs wait: PoCL compiles a kernel's work-group function at its first launch, on
+the calling thread, which no background build can do for it (on this sandbox's PoCL a first step
+of three passes took 3.9 s with interim kernels against 5.9 s without, and the second step 0.85 s
+against 10 ms: the chosen kernels' first launches), and a background build takes one of few cores
+from the kernels.  Oclgrind waits too (it crashed building on two threads).
 """
 
 from __future__ import annotations
@@ -85,10 +88,13 @@ def argument_values(g: ConvGeometry) -> tuple[np.int32, ...]:
     return tuple(values)
 
 
-# An interim plan runs no faster than a few TFLOP/s on a GPU (one work-item per result element, its
-# operands from global memory); past this many FLOPs one call could outlast the build it waits
-# for (0.2-0.9 s), and the call waits for its chosen kernels instead.
-MAX_FLOPS = 2**36
+# Interim kernels run at a fraction of the chosen kernels' speed: on an H100, ResNet-50 layers at
+# batch 33 (docs/perf/h100-interim-first-calls.json) at 0.6-1.8 TFLOP/s forward (one work-item per
+# output, its operands from global memory), 2.8-3.6 the data gradient, 0.3-0.45 the weight
+# gradient (a work-group per weight element), against 0.2-0.9 s for a build.  A pass of more
+# FLOPs than this (about 60 ms of interim kernel at those rates) waits for its chosen kernels:
+# a few calls during the build would cost more than waiting.
+MAX_FLOPS = {"forward": 2**35, "backward_data": 2**37, "backward_weight": 2**34}
 
 
 def enabled(device: cl.Device) -> bool:
@@ -102,7 +108,7 @@ def enabled(device: cl.Device) -> bool:
 
 def serves(problem: Problem) -> bool:
     """Whether an interim plan may run ``problem`` (small enough: :data:`MAX_FLOPS`)."""
-    return problem.geometry.flops <= MAX_FLOPS
+    return problem.geometry.flops <= MAX_FLOPS[problem.pass_]
 
 
 def plan(problem: Problem, device: cl.Device) -> Plan:

@@ -20,6 +20,8 @@ layouts           tensors           (shape, dtype) -> an Array's strides and siz
 device_limits     limits            device -> its probed work-group, local memory and vector limits
 templates         templates         (search path, module dir) -> Mako TemplateLookup
 profiling_queues  runtime           (context, device) -> a profiling queue (tuning's timings)
+scratch_queues    planner           (context, device) -> the queue a CPU's background builds launch
+                                    their kernels on once (PoCL compiles at the first launch)
 workspaces        runtime           in-order queue -> its kept workspace buffers
 queue_orders      runtime           queue -> whether it runs its commands in order
 invokers          runtime           a kernel's (argument count, argument types) -> pyopencl's

@@ -33,7 +33,9 @@ from .builder import BuildError, NotCached, build_kernels, cached_only
 from .caches import Cache
 from .device import is_gpu
 from .plan import CHANNELS_FIRST, Plan, Problem
-from .runtime import LaunchError, Operand, Runner, profiling_queue, random_operands, time_runner
+from .runtime import (
+    LaunchError, Operand, Runner, profiling_queue, random_operands, release_workspaces, time_runner,
+)
 
 log = logging.getLogger("clconv.planner")
 
@@ -1030,7 +1032,7 @@ def _chosen_or_interim(problem: Problem, queue: cl.CommandQueue, algorithm: str,
             interim_runner = _interim(problem, queue)
             if interim_runner is None:
                 return _chosen(problem, queue, algorithm, key)
-            _background.submit(job_key, _choose, problem, queue, algorithm)
+            _background.submit(job_key, _choose_in_background, problem, queue, algorithm)
             return interim_runner
         _choices.put(key, runner.key)
         return runner
@@ -1039,6 +1041,33 @@ def _chosen_or_interim(problem: Problem, queue: cl.CommandQueue, algorithm: str,
         if interim_runner is not None:
             return interim_runner
     return _chosen(problem, queue, algorithm, key)
+
+
+def _choose_in_background(problem: Problem, queue: cl.CommandQueue, algorithm: str) -> Runner:
+    return _launched_once(_choose(problem, queue, algorithm), queue)
+
+
+def _build_in_background(plan_: Plan, queue: cl.CommandQueue) -> Runner:
+    return _launched_once(build(plan_, queue), queue)
+
+
+def _launched_once(runner: Runner, queue: cl.CommandQueue) -> Runner:
+    """``runner``, on a CPU device first launched once on scratch operands on a queue of its own:
+    PoCL compiles a kernel's work-group function at its first launch, on the launching thread,
+    and this way that happens on the background thread rather than in the next call that runs
+    it (other devices compile at the build)."""
+    if not queue.device.type & cl.device_type.CPU:
+        return runner
+    scratch = _scratch_queues.setdefault((queue.context, queue.device),
+                                         lambda: cl.CommandQueue(queue.context, queue.device))
+    try:
+        cl.wait_for_events(runner.run(scratch, random_operands(runner.plan.problem, scratch)))
+    finally:
+        release_workspaces(scratch)
+    return runner
+
+
+_scratch_queues: Cache[cl.CommandQueue] = Cache("scratch_queues", maxsize=4)
 
 
 def _interim(problem: Problem, queue: cl.CommandQueue) -> Runner | None:
@@ -1054,7 +1083,7 @@ def _interim(problem: Problem, queue: cl.CommandQueue) -> Runner | None:
         except NotCached:
             sources, _ = templates.render_plan(interim_plan)
             program = (queue.context, queue.device, "interim", *(source.digest or source.text for source in sources))
-            _background.submit(program, build, interim_plan, queue, keep=False)
+            _background.submit(program, _build_in_background, interim_plan, queue, keep=False)
             return None
         except CANDIDATE_FAILURES as exc:
             log.warning("clconv: the interim plan of %s cannot run (%s); waiting for its chosen plan", problem.key(), exc)

@@ -284,9 +284,13 @@ class Workspaces:
 _workspaces: Cache[Workspaces] = Cache("workspaces", maxsize=4)
 
 
-def release_workspaces() -> None:
-    """Drop every queue's kept workspace buffers (OpenCL frees each once its kernels are done)."""
-    _workspaces.clear()
+def release_workspaces(queue: cl.CommandQueue | None = None) -> None:
+    """Drop the kept workspace buffers of ``queue``, or of every queue (OpenCL frees each once its
+    kernels are done)."""
+    if queue is None:
+        _workspaces.clear()
+    else:
+        _workspaces.pop(queue)
 
 
 # -- measuring: the tuner's timings and the benchmarks' kernel-event times --------------------------

@@ -12,11 +12,11 @@ and the chosen plan as soon as that build is done (planner.run).
 Its results equal the chosen kernels' within rounding, not bit for bit (another summation order):
 ``CLCONV_INTERIM=0`` makes every call wait for its chosen kernels, as a measured choice
 (``CLCONV_TUNE=1``) and a named algorithm always do.  Unset, interim kernels run on GPUs, where the
-builds are slow; CPUs wait: PoCL compiles a kernel's work-group function at its first launch, on
-the calling thread, which no background build can do for it (on this sandbox's PoCL a first step
-of three passes took 3.9 s with interim kernels against 5.9 s without, and the second step 0.85 s
-against 10 ms: the chosen kernels' first launches), and a background build takes one of few cores
-from the kernels.  Oclgrind waits too (it crashed building on two threads).
+builds are slow.  CPUs wait: with two cores the background builds take a core from the calls, and
+interim kernels run 35-200x the chosen kernels' time there (on PoCL, 2 cores, the CPU set's first
+step of 24 calls took 37.6 s with them against 60.3 s without, but every chosen kernel ran only
+after 77 s against 60 s: docs/perf/pocl-interim-first-calls.json).  Oclgrind waits too (it
+crashed building on two threads).
 """
 
 from __future__ import annotations

@@ -32,25 +32,15 @@ from .device import is_gpu
 from .geometry import ConvGeometry
 from .plan import KernelSource, Plan, Problem
 
-# The geometry's kernel arguments, in order: (C name, its value in a geometry).  The C names are
-# what prelude.mako's CLC_* macros expand to in an interim plan's source.
-ARGUMENTS: tuple[tuple[str, str], ...] = (
-    ("clc_n", "batch"), ("clc_g", "groups"), ("clc_ci", "cin_per_group"), ("clc_co", "cout_per_group"),
-    *((f"clc_i{d}", f"in_size.{i}") for i, d in enumerate("dhw")),
-    *((f"clc_k{d}", f"kernel.{i}") for i, d in enumerate("dhw")),
-    *((f"clc_s{d}", f"stride.{i}") for i, d in enumerate("dhw")),
-    *((f"clc_p{d}", f"pad_begin.{i}") for i, d in enumerate("dhw")),
-    *((f"clc_d{d}", f"dilation.{i}") for i, d in enumerate("dhw")),
-    *((f"clc_o{d}", f"out_size.{i}") for i, d in enumerate("dhw")),
-)
-
 
 @dataclass(frozen=True)
 class GeometryArgs:
     """A geometry whose every number is the name of a kernel argument: the ``geom`` an interim plan is
     rendered with.  It has a :class:`~clconv.geometry.ConvGeometry`'s fields that prelude.mako's
-    header reads, each a C name instead of a number; templates ask ``prelude.attr.baked(geom)``
-    before computing with the geometry's numbers (only an interim plan's kernels accept this one)."""
+    header reads, under the same names, each a C name instead of a number (the CLC_* macros then
+    name the arguments); templates ask ``prelude.attr.baked(geom)`` before computing with the
+    geometry's numbers (only an interim plan's kernels accept this one).  The fields' order is the
+    arguments' order."""
 
     batch: str = "clc_n"
     groups: str = "clc_g"
@@ -62,30 +52,40 @@ class GeometryArgs:
     pad_begin: tuple[str, str, str] = ("clc_pd", "clc_ph", "clc_pw")
     dilation: tuple[str, str, str] = ("clc_dd", "clc_dh", "clc_dw")
     out_size: tuple[str, str, str] = ("clc_od", "clc_oh", "clc_ow")
-    as_arguments: bool = True
+    as_arguments: bool = True  # the mark prelude.baked looks for; not an argument
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The arguments' C names, in order."""
+        return _flattened(self)
 
     @property
     def parameters(self) -> str:
         """The C parameter list the kernels append to their own."""
-        return ", ".join(f"const int {name}" for name, _ in ARGUMENTS)
+        return ", ".join(f"const int {name}" for name in self.names)
+
+
+# the fields of GeometryArgs that are arguments: a ConvGeometry has each under the same name
+_GEOMETRY_FIELDS = tuple(f.name for f in dataclasses.fields(GeometryArgs) if f.name != "as_arguments")
+
+
+def _flattened(geometry) -> tuple:
+    """The values of ``geometry``'s argument fields (a GeometryArgs or a ConvGeometry), in order,
+    the three entries of each tuple in turn."""
+    values: list = []
+    for name in _GEOMETRY_FIELDS:
+        value = getattr(geometry, name)
+        values.extend(value if isinstance(value, tuple) else (value,))
+    return tuple(values)
 
 
 GEOMETRY_ARGS = GeometryArgs()
-assert [name for name, _ in ARGUMENTS] == [
-    GEOMETRY_ARGS.batch, GEOMETRY_ARGS.groups, GEOMETRY_ARGS.cin_per_group, GEOMETRY_ARGS.cout_per_group,
-    *GEOMETRY_ARGS.in_size, *GEOMETRY_ARGS.kernel, *GEOMETRY_ARGS.stride, *GEOMETRY_ARGS.pad_begin,
-    *GEOMETRY_ARGS.dilation, *GEOMETRY_ARGS.out_size]
 
 
 def argument_values(g: ConvGeometry) -> tuple[np.int32, ...]:
-    """``g``'s numbers in :data:`ARGUMENTS`' order, as the kernels take them (32-bit ints: every
-    size of a geometry does; the flat indices built from them are the source's index type)."""
-    values = []
-    for _, path in ARGUMENTS:
-        name, _, axis = path.partition(".")
-        value = getattr(g, name)
-        values.append(np.int32(value[int(axis)] if axis else value))
-    return tuple(values)
+    """``g``'s numbers in :attr:`GeometryArgs.names`' order, as the kernels take them (32-bit ints:
+    every size of a geometry does; the flat indices built from them are the source's index type)."""
+    return tuple(np.int32(value) for value in _flattened(g))
 
 
 # Interim kernels run at a fraction of the chosen kernels' speed: on an H100, ResNet-50 layers at

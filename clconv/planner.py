@@ -966,7 +966,7 @@ class BackgroundBuilds:
 
     def wait(self) -> None:
         """Wait until every job submitted so far is done (their failures are their takers')."""
-        for job in list(self._jobs.values()):
+        for job in self._held():
             try:
                 job.exception()
             except BaseException:  # noqa: BLE001 - a job cancelled at exit
@@ -974,9 +974,13 @@ class BackgroundBuilds:
 
     def close(self) -> None:
         """Drop the jobs not started; wait for the running ones."""
-        for job in list(self._jobs.values()):
+        for job in self._held():
             job.cancel()  # only a job not yet running is cancelled
         self.wait()
+
+    def _held(self) -> list[Future]:
+        with self._lock:
+            return list(self._jobs.values())
 
 
 BACKGROUND_WORKERS = 2

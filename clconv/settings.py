@@ -105,8 +105,9 @@ def interim() -> bool | None:
     raw = _get("CLCONV_INTERIM")
     if not raw:
         return None
-    if raw.lower() in _TRUE or raw.lower() in _FALSE:
-        return raw.lower() in _TRUE
+    value = raw.lower()
+    if value in _TRUE or value in _FALSE:
+        return value in _TRUE
     raise ValueError(f"CLCONV_INTERIM must be 1, true or yes, or 0, false or no; got {raw!r}")
 
 

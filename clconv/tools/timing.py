@@ -18,7 +18,6 @@ import pyopencl as cl
 import pyopencl.array as cl_array
 
 from clconv import planner, runtime
-from clconv.planner import finish_builds
 from clconv.plan import Problem
 from clconv.passes import PASS_TABLE, ROLE_SHAPES
 
@@ -36,7 +35,7 @@ def time_host(fn: Callable[[], Any], repeats: int, statistic: Statistic = statis
     """Milliseconds of one call of ``fn`` by the host clock (one warm-up call first, and every
     build it started in the background finished: the steady state, not an interim plan's)."""
     fn()
-    finish_builds()
+    planner.finish_builds()
     times = []
     for _ in range(repeats):
         t0 = time.perf_counter()
@@ -71,7 +70,7 @@ def stream_times(call: Callable[[], Any], sync: Callable[[], Any], calls: int, r
     first: a stream times the chosen kernels, not a new geometry's interim kernels."""
     call()
     sync()
-    finish_builds()
+    planner.finish_builds()
     enqueued = total = float("inf")
     for _ in range(repeats):
         t0 = time.perf_counter()

@@ -78,12 +78,12 @@ def test_one_interim_program_serves_every_geometry(queue):
 
 def test_interim_argument_values_follow_the_parameter_list():
     g = geometry(GEOMETRIES["3d"])
-    values = dict(zip((name for name, _ in interim.ARGUMENTS), map(int, interim.argument_values(g))))
+    values = dict(zip(interim.GEOMETRY_ARGS.names, map(int, interim.argument_values(g))))
     assert (values["clc_n"], values["clc_g"], values["clc_ci"], values["clc_co"]) == (1, 2, 2, 2)
     assert (values["clc_id"], values["clc_ih"], values["clc_iw"]) == g.in_size
     assert (values["clc_sd"], values["clc_sh"], values["clc_sw"]) == g.stride
     assert (values["clc_od"], values["clc_oh"], values["clc_ow"]) == g.out_size
-    assert interim.GEOMETRY_ARGS.parameters.count("const int") == len(interim.ARGUMENTS) == 22
+    assert interim.GEOMETRY_ARGS.parameters.count("const int") == len(interim.GEOMETRY_ARGS.names) == 22
 
 
 def test_interim_kernels_are_on_for_gpus_and_settable(monkeypatch):

@@ -7,6 +7,8 @@ then store each piece in the result's own layout, and the sum applies the bias a
 
 from __future__ import annotations
 
+import bisect
+import functools
 import math
 from dataclasses import replace
 from typing import Any
@@ -16,32 +18,82 @@ from ..passes import PASSES
 from ..plan import LAYOUTS, Plan, Problem, rounded
 from .base import Algorithm
 from .gemm import (
-    GPU_TILES, IMPLICIT_ROLES, TILE_CANDIDATES, GemmShape, edge_waste, gather_rank, gathered_operand, gemm_calls,
+    GPU_TILES, IMPLICIT_ROLES, TILE_CANDIDATES, GemmShape, edge_waste, gemm_calls,
     gemm_tiles, implicit_shape, is_cpu_config, local_loads_per_fma, tile_config, tile_extent, vector_first,
     weight_shape, work_items,
 )
 from .reduce import result_elements, splitk_result, splitk_sum
 
 
-# The weight of a register block's local-memory loads per FMA ((WM + WN) / (WM x WN): 0.25 for 8x8
-# blocks, 0.5 for 4x4) against the edge waste in split-K's tile order (SplitK.tile_rank): waste x
-# (1 + SPLITK_LOAD_WEIGHT x loads), so a 4x4 tile that wastes nothing no longer beats an 8x8 one
-# that wastes a few percent.  On an H200 over the 45 weight gradients whose every tile was timed
-# (docs/perf/h200-all-tiles-{b,closing,closing-holdout,short-gathered}.json), the first tile's
-# summed time went from 1.298x the fastest tiles' to 1.116x (geometric mean 1.128x -> 1.107x; 0.25
-# and 0.5 alike, 1.0 1.115x), three rows changing, all faster: I3D's 7x7x7 stem 2.00x -> 1.26x (32x32
-# of 4x4 blocks, which divided its 1029 columns, against 64x64 of 8x8), a 3x3x3 32 -> 64 at
-# 8x112x112 1.44x -> 1.00x, Inception's 3x3 stride-2 valid 1.15x -> 1.12x (set on that data).  The
-# weight gradient's only: split-K's small forwards (pieces of channels x taps, a few tiles each) ran
-# worse with it (VGG-11's conv5_2 at batch 8 1.05x -> 1.26x, docs/perf/h200-splitk-forward.json),
-# and Winograd's weight gradient keeps its order
-SPLITK_LOAD_WEIGHT = 0.5
+# Split-K's GPU configurations (a tile and its piece count, SplitK.splits_for) are ranked by a model
+# of their kernel time on the device (gpu_cost): the log of the time over that of the problem's
+# other configurations, as a weighted sum of what sets it.  The weights were fitted on an H200 to
+# every split-K configuration timed there and kept (2,954 times of 136 layer-passes over 23 lists
+# of layers, docs/perf/heuristic_check.py; fitted within each layer-pass, so only the differences
+# between its configurations count) and judged on lists they were not fitted to: each list in turn
+# left out of the fit and ranked by the weights of the others, the first configuration ran 1.040x
+# the fastest one timed on its pass, where the order of rules before ran 1.074x
+# (docs/perf/splitk_cost_fit.py).  The terms, each of a tile and its pieces:
+#  * ``waste``: the log of the work done per useful output (edge_waste): padded tiles compute
+#    zeros.  Not quite proportional (0.83 for the weight gradient): a padded tile loads less.
+#  * ``loads``: the register block's local-memory loads per FMA (local_loads_per_fma: 0.25 for an
+#    8x8 block, 0.5 for 4x4); the weight gradient's GEMM runs long contractions into few outputs,
+#    where the loads of a 4x4 block cost it 25% over an 8x8 block's.
+#  * ``idle``: the log of the compute units left without a work-group (a launch of fewer work-groups
+#    than units), and ``tail``: the log of the last wave's share left idle (waves of one work-group
+#    a unit: 1.5 waves run as 2).
+#  * ``group``: the log of a work-group's work-items: larger groups fill the units more evenly.
+#  * ``taps_rows``, ``taps_columns``: where the unfolding decodes a tap and a pixel per load (a
+#    kernel larger than 1x1), the log of the tile's rows (each decoded column is reused over them)
+#    and columns.
+SPLITK_COST_WEIGHTS = {
+    "backward_weight": {"waste": 0.83, "loads": 0.89},
+    "result": {"waste": 0.60, "loads": 0.17},  # the forward's and the data gradient's pieces
+    "shared": {"idle": 0.39, "tail": 0.43, "group": -0.17, "taps_rows": -0.07, "taps_columns": 0.09},
+}
 
 
-# The rows and columns (each) and the FLOPs of a GEMM from which split-K's tile order puts the
-# larger tile first where both operands are read in place as matrices (SplitK.configs)
-PLAIN_LARGE_SIDE = 256
-PLAIN_LARGE_FLOPS = 2**30
+def cost_terms(problem: Problem, shape: GemmShape, config: dict, units: int) -> dict[str, float]:
+    """The terms of split-K's GPU time model (SPLITK_COST_WEIGHTS) for ``config`` (a GPU tile and
+    its ``splits``) on a GPU of ``units`` compute units."""
+    g = problem.geometry
+    tm, tn, wm, wn = config["TM"], config["TN"], config["WM"], config["WN"]
+    groups = -(-shape.M // tm) * -(-shape.N // tn) * g.groups * config["splits"]
+    waves = groups / units
+    taps = g.kernel_volume > 1
+    return {
+        "waste": math.log(edge_waste(shape.M, shape.N, tm, tn)),
+        "loads": local_loads_per_fma(wm, wn),
+        "idle": math.log(max(1.0, units / groups)),
+        "tail": math.log(math.ceil(waves) / waves) if waves > 1 else 0.0,
+        "group": math.log(work_items(config)),
+        "taps_rows": math.log(tm) if taps else 0.0,
+        "taps_columns": math.log(tn) if taps else 0.0,
+    }
+
+
+def cost_weights(pass_: str) -> dict[str, float]:
+    """SPLITK_COST_WEIGHTS as they apply to ``pass_``."""
+    own = SPLITK_COST_WEIGHTS["backward_weight" if pass_ == "backward_weight" else "result"]
+    return {**SPLITK_COST_WEIGHTS["shared"], **own}
+
+
+def gpu_cost(problem: Problem, shape: GemmShape, config: dict, units: int) -> float:
+    """The modelled log-time of split-K's ``config`` (a GPU tile and its ``splits``) on a GPU of
+    ``units`` compute units, up to a constant of the problem (SPLITK_COST_WEIGHTS)."""
+    weights = cost_weights(problem.pass_)
+    return sum(weights[name] * value for name, value in cost_terms(problem, shape, config, units).items())
+
+
+@functools.lru_cache(maxsize=4096)
+def _cuts(contraction: int, tk: int, min_piece: int, max_pieces: int) -> tuple[int, ...]:
+    """SplitK.cuts, remembered: every GPU tile of a problem asks it for the same contraction."""
+    out = []
+    for s in range(2, max_pieces + 1):
+        piece = SplitK.piece_length(contraction, s, tk)
+        if piece >= min_piece and -(-contraction // piece) == s:
+            out.append(s)
+    return tuple(out)
 
 
 class SplitK(Algorithm):
@@ -72,21 +124,15 @@ class SplitK(Algorithm):
         return abs(work_groups * splits - cls.FILL * fit.compute_units)
 
     @staticmethod
-    def tile_rank(m: int, n: int, tile: dict, taps: bool = False, pieces: bool = True, loads: bool = False,
-                  plain: bool = False) -> tuple:
-        """The order of GPU tiles where pieces supply the parallelism: least edge waste (with
-        ``loads``, weighed by the block's local loads per FMA: SPLITK_LOAD_WEIGHT), the larger
-        register block (more FMAs per local load), the larger tile where loads decode taps (``taps``:
-        it reuses each decoded load over more rows) or where both operands of a large GEMM are read
-        in place as matrices (``plain``), then, where the contraction is cut (``pieces``), the
+    def tile_rank(m: int, n: int, tile: dict, pieces: bool = True) -> tuple:
+        """The order of GPU tiles where pieces supply the parallelism, as Winograd's weight gradient
+        ranks them (split-K's own are ranked by gpu_cost): least edge waste, the larger register
+        block (more FMAs per local load), then, where the contraction is cut (``pieces``), the
         smaller work-group (small groups fill the device evenly).  CPU tiles last."""
         if is_cpu_config(tile):
-            return (float("inf"), 0, 0, 0)
+            return (float("inf"), 0, 0)
         waste = edge_waste(m, n, tile["TM"], tile["TN"])
-        if loads:
-            waste *= 1 + SPLITK_LOAD_WEIGHT * local_loads_per_fma(tile["WM"], tile["WN"])
-        area = -tile["TM"] * tile["TN"] if taps or plain else 0
-        return (round(waste, 9), -tile["WM"] * tile["WN"], area, work_items(tile) if pieces else 0)
+        return (round(waste, 9), -tile["WM"] * tile["WN"], work_items(tile) if pieces else 0)
 
     @staticmethod
     def piece_length(contraction: int, splits: int, tk: int) -> int:
@@ -94,16 +140,10 @@ class SplitK(Algorithm):
         return rounded(-(-contraction // splits), tk)
 
     @classmethod
-    def cuts(cls, contraction: int, tk: int, min_piece: int | None = None) -> list[int]:
+    def cuts(cls, contraction: int, tk: int, min_piece: int | None = None) -> tuple[int, ...]:
         """Piece counts from 2 whose pieces are whole TK steps of at least ``min_piece``
         (MIN_PIECE), and exactly that many of them cover the contraction (none left empty)."""
-        min_piece = cls.MIN_PIECE if min_piece is None else min_piece
-        out = []
-        for s in range(2, cls.MAX_PIECES + 1):
-            piece = cls.piece_length(contraction, s, tk)
-            if piece >= min_piece and -(-contraction // piece) == s:
-                out.append(s)
-        return out
+        return _cuts(contraction, tk, cls.MIN_PIECE if min_piece is None else min_piece, cls.MAX_PIECES)
 
     @staticmethod
     def shape(problem: Problem, ksplit: int = 0) -> GemmShape:
@@ -175,44 +215,47 @@ class SplitK(Algorithm):
         fit = limits.of(device)
         # The split supplies the parallelism, so rank tiles by edge waste and reuse alone (a huge
         # group count switches off gemm_tiles' fill-the-device term); then the best split per tile.
+        # On a GPU every tile that fits, ranked by split-K's time model instead (_gpu_configs).
         tiles = gemm_tiles(shape.M, shape.N, fit, problem.itemsize, limit=len(GPU_TILES), groups=1 << 20,
                            layout=problem.layout, vector_first=vector_first(problem, shape), large_blocks=False)
         if fit.gpu:
-            # Among GPU tiles that waste the same, the larger register block first (more FMAs per
-            # local load), then the smaller work-group: the pieces, not the tile, fill the device,
-            # and small groups fill it evenly.  On an H200 sweep the 64x64 tile (64 work-items, 8x8
-            # blocks) ran the 1x1 256->64 layer's weight gradient 1.3-1.7x faster than 64x128 at
-            # every piece count, and at its best count was within 5% of the best candidate on every
-            # layer it did not waste on.  With taps, each load of B (the unfolded input) decodes a
-            # tap and a pixel, and a larger tile reuses it over more rows: there, between the block
-            # and the work-group, the larger tile (128x64 and 128x128 ran 10-46% faster than 64x64 at
-            # the same pieces on six such layers of the H200 tuning runs, docs/perf/heuristic_check.py).
-            # A 1x1 layer's weight gradient reads both operands in place as matrices (in vectors
-            # where its pixels allow): in a large GEMM (PLAIN_LARGE_SIDE rows and columns, from
-            # PLAIN_LARGE_FLOPS) the larger tile, which loads fewer values per FMA, pays as with taps.
-            # On an H200, every tile timed on the 1x1 weight gradients of all stored lists and 14
-            # more layers (docs/perf/h200-all-tiles-pointwise{,-retimed}.json): 128x128 ran the 13
-            # such GEMMs in 0.68-1.00x the time of the 64x64 tile first before (issue 12's GEMM
-            # layer 0.87x); in smaller ones larger tiles lost: a 256 x 512 GEMM of 0.4 GFLOP 1.28x
-            # in 128x128, 128 x 256 1.22x in 64x128, 256 x 64 1.21-1.30x in 128x64
-            taps = problem.geometry.kernel_volume > 1
-            loads = problem.pass_ == "backward_weight"
-            plain = (shape.b_view == "b_input_pointwise_t" and min(shape.M, shape.N) >= PLAIN_LARGE_SIDE
-                     and problem.geometry.flops >= PLAIN_LARGE_FLOPS)
-            tiles.sort(key=lambda tile: self.tile_rank(shape.M, shape.N, tile, taps=taps, loads=loads, plain=plain))
-            gathered = gathered_operand(problem, shape)
-            if gathered:
-                # a weight gradient of few input channels x taps (a first layer: 27 columns) is
-                # gather-bound, as such forwards are (gemm.SHORT_CONTRACTION): fewest gathers
-                # first.  On an H200, every tile timed over 10 such layers
-                # (docs/perf/h200-all-tiles-short-gathered.json), 1.08x the best against 1.26x
-                tiles.sort(key=lambda tile: gather_rank(shape.M, shape.N, tile, gathered))
+            return self._gpu_configs(problem, shape, tiles, device, fit)
         out = []
         for tile in tiles[:TILE_CANDIDATES]:
             splits = self.splits_for(problem, device, tile)
             if splits:
                 out.append({**tile, "splits": splits[0]})
         return out
+
+    def _gpu_configs(self, problem: Problem, shape: GemmShape, tiles: list[dict], device, fit: limits.Limits) -> list[dict]:
+        """A GPU's configurations: every GPU tile with its piece count (splits_for's first), ranked
+        by the time model of split-K's launches (gpu_cost), the first TILE_CANDIDATES of them."""
+        scored: list[tuple[float, int, dict]] = []
+        limit = settings.workspace_limit(device)
+        for tile in tiles:
+            if is_cpu_config(tile):
+                continue
+            splits = self._gpu_split(problem, shape, tile, fit, limit)
+            if splits:
+                config = {**tile, "splits": splits}
+                scored.append((gpu_cost(problem, shape, config, fit.compute_units), len(scored), config))
+        return [config for *_, config in sorted(scored)[:TILE_CANDIDATES]]
+
+    def _gpu_split(self, problem: Problem, shape: GemmShape, tile: dict, fit: limits.Limits, limit: int) -> int:
+        """splits_for's first on a GPU (0 where there is none), without ranking every cut: the fill
+        miss, |log(pieces / aim)|, falls and then rises with the piece count, so the best cut is
+        one of the two around the aim (a warm first call ranks every tile's cuts)."""
+        tm, tn, tk = tile_extent(tile)
+        tiles = -(-shape.M // tm) * -(-shape.N // tn) * problem.geometry.groups
+        cuts = self.cuts(shape.K, tk, self.min_piece(problem))
+        cuts = cuts[:bisect.bisect_right(cuts, limit // (result_elements(problem) * problem.itemsize))]
+        aim = self.FILL_ITEMS * fit.compute_units / work_items(tile) / tiles
+        at = bisect.bisect_left(cuts, aim)
+        near = cuts[max(0, at - 1):at + 1]
+        if not near:
+            return 0
+        return min(near, key=lambda s: (self.fill_miss(fit, tile, tiles, s),
+                                        self.piece_length(shape.K, s, tk) * s != shape.K, s))
 
     def plan(self, problem, config, device):
         splits = config["splits"]

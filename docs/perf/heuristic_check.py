@@ -91,6 +91,11 @@ SETS = {  # name: (shape specs, batch override, tuning run)
     # changed the GPU heuristic, to judge it as it stood; tuned and every tile timed on an H100 (the
     # only kind lent that session: the H200's chip with slower memory)
     "eighth": ([str(HERE / "h200-eighth-layers.txt")], None, "h100-tune-eighth.json"),
+    # written on 2026-12-06 (twenty-eighth session) before it was measured and before that session
+    # changed the GPU heuristic; tuned and every tile timed on an H100 after split-K's time model
+    # (the tuning run timed split-K's first four configurations in the model's order; every tile
+    # run, the same configurations in either order)
+    "ninth": ([str(HERE / "h200-ninth-layers.txt")], None, "h100-tune-ninth.json"),
 }
 
 # Runs that re-timed every tile of some layer-passes after their kernel changed: their times replace
@@ -120,7 +125,7 @@ RETUNED = {"h200-retune-7x7.json": ("fresh", "fourth")}
 ALL_TILES = ("h200-all-tiles-a.json", "h200-all-tiles-b.json", "h200-all-tiles-closing.json",
              "h200-all-tiles-closing-holdout.json", "h200-all-tiles-fourth.json", "h200-all-tiles-7x7.json",
              "h200-all-tiles-im2col-data-retimed.json", "h200-all-tiles-gemm1x1-data-retimed.json",
-             "h200-all-tiles-sixth.json", "h100-all-tiles-eighth.json")
+             "h200-all-tiles-sixth.json", "h100-all-tiles-eighth.json", "h100-all-tiles-ninth.json")
 
 
 # Runs of docs/perf/splitk_result_passes.py (2026-12-03, twelfth session): every candidate of the

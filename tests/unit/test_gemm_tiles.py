@@ -4,7 +4,12 @@ for a CPU cache, old tuning entries still valid."""
 
 from __future__ import annotations
 
+import math
+import sys
 from dataclasses import replace
+from pathlib import Path
+
+import pytest
 
 from clconv.algorithms import REGISTRY
 from clconv import limits
@@ -123,14 +128,17 @@ def test_short_gathered_contractions_rank_tiles_by_their_gathering():
     assert first("mb8ic128iw64oc128ow64kw3pw1") == ("b", (32, 32, 4, 4))
     assert first("mb8ic64ih56oc64oh56kh1ph0")[0] == ""              # 1x1: no taps to gather
     assert first("mb8ic128ih28oc128oh28kh3ph1")[0] == ""            # K = 1152
-    # split-K's weight gradient of a first layer: 147 columns (3 channels x 7x7 taps) gathered
-    # once by 64-row tiles (32-row tiles, least waste, ran it in 1.46x the time), 256 work-items
-    # of 4x4 blocks before 128 of 8x4 that waste as much
+    # split-K's weight gradient of a first layer (its tiles ranked by split-K's time model,
+    # splitk.gpu_cost): ResNet's stem, 147 columns (3 channels x 7x7 taps), takes 64-row tiles of
+    # 4x4 blocks (32-row tiles ran it in 1.46x the time); VGG's 3x3 at 224x224, 27 columns, the
+    # 32x32 tile of 4x4 blocks (0.135 ms on an H200, 64x64 of 4x4 0.142, of 8x8 0.221:
+    # docs/perf/h200-all-tiles-short-gathered.json)
     stem = Problem(parse_descriptor("mb32ic3ih224oc64oh112kh7sh2ph3").geometry, "backward_weight", "float32")
     tile = REGISTRY["splitk"].configs(stem, h200)[0]
     assert (tile["TM"], tile["TN"], tile["WM"], tile["WN"]) == (64, 64, 4, 4)
     vgg = Problem(parse_descriptor("mb8ic3ih224oc64oh224kh3ph1").geometry, "backward_weight", "float32")
-    assert (REGISTRY["splitk"].configs(vgg, h200)[0]["TM"], REGISTRY["splitk"].configs(vgg, h200)[0]["WM"]) == (64, 4)
+    tile = REGISTRY["splitk"].configs(vgg, h200)[0]
+    assert (tile["TM"], tile["TN"], tile["WM"], tile["WN"]) == (32, 32, 4, 4)
 
 
 def test_gpu_tiles_are_valid_templates():
@@ -291,54 +299,85 @@ def test_splitk_fills_a_gpu_in_work_items_and_a_cpu_in_work_groups(monkeypatch):
     assert splitk.splits_for(problem, None, tile)[0] == 2  # even first on a CPU
 
 
-def test_splitk_prefers_the_larger_register_block_then_the_smaller_work_group_among_equal_waste(monkeypatch):
-    """On a GPU the pieces fill the device, so among tiles that waste the same, split-K takes the
-    8x8 register blocks of the 64-work-item 64x64 tile over 64x128 (128 work-items) and 128x64
-    (8x4 blocks); a tile that wastes less still comes first (1x1 64 -> 96: 96 rows, 32x32 tiles).
-    (A first layer's few columns of taps rank by their gathers instead: the next test.)"""
-    splitk = REGISTRY["splitk"]
+def test_splitk_cost_terms_by_hand():
+    """splitk.cost_terms of a 1x1 weight gradient of 96 x 64 (64 -> 96 channels) on 132 units: a
+    64x64 tile of 8x8 blocks pads 96 rows to 128 (waste log 4/3), loads 16 values per 64 FMAs, runs
+    2 x 1 tiles x 10 pieces = 20 work-groups (112 units idle: log 132/20), 64 work-items each; no
+    taps.  With 66 pieces, 132 work-groups: one full wave (no tail); 80 pieces, 160: 1.21 waves
+    run as 2."""
+    from clconv.algorithms import splitk as splitk_module
+
+    problem = Problem(geometry("n8g1c64o96i56x56k1x1s1x1p0x0d1x1"), "backward_weight", "float32")
+    shape = REGISTRY["splitk"].shape(problem)
+    assert (shape.M, shape.N) == (96, 64)
+    tile = {"TM": 64, "TN": 64, "TK": 16, "WM": 8, "WN": 8, "VW": 4, "PIPE": 1, "GV": 3}
+    terms = splitk_module.cost_terms(problem, shape, {**tile, "splits": 10}, 132)
+    assert terms["waste"] == pytest.approx(math.log(4 / 3))
+    assert terms["loads"] == 0.25 and terms["group"] == pytest.approx(math.log(64))
+    assert terms["idle"] == pytest.approx(math.log(132 / 20)) and terms["tail"] == 0.0
+    assert terms["taps_rows"] == terms["taps_columns"] == 0.0
+    assert splitk_module.cost_terms(problem, shape, {**tile, "splits": 66}, 132)["tail"] == pytest.approx(0.0)
+    two = splitk_module.cost_terms(problem, shape, {**tile, "splits": 80}, 132)
+    assert two["idle"] == 0.0 and two["tail"] == pytest.approx(math.log(2 / (160 / 132)))
+    # a 3x3 kernel decodes taps: the tile's sides count
+    taps = Problem(geometry("n8g1c64o96i56x56k3x3s1x1p1x1d1x1"), "backward_weight", "float32")
+    terms = splitk_module.cost_terms(taps, REGISTRY["splitk"].shape(taps), {**tile, "splits": 10}, 132)
+    assert terms["taps_rows"] == pytest.approx(math.log(64)) and terms["taps_columns"] == pytest.approx(math.log(64))
+
+
+def test_splitk_offers_gpu_configs_in_its_modelled_order(monkeypatch):
+    """On a GPU split-K's configurations are every tile with its piece count, ranked by the time
+    model (splitk.gpu_cost), the first TILE_CANDIDATES; the layers below are stored H200 runs'
+    (docs/perf/heuristic_check.py), where the model's first ran as fast as any tile timed or
+    within 6%: ResNet-50's 1x1 256 -> 64 weight gradient at 56x56 in 64x128 tiles of 4x8 blocks
+    (0.135 ms; the 64x64 tile of 8x8 blocks the rules before took, 0.143), C3D's 3x3x3 128 -> 128
+    in 128x64 of 8x8 (0.832 ms; the 128x128 tile the rules before took, 1.040)."""
+    from clconv.algorithms import splitk as splitk_module
+    from clconv.algorithms.gemm import TILE_CANDIDATES
+    from clconv.tools.devices import H200
+    from clconv.tools.shapes import parse_descriptor
+
+    h200 = H200.stand_in()
     monkeypatch.setattr("clconv.settings.workspace_limit", lambda device: 2**31)
-    monkeypatch.setattr(limits, "of", lambda device, context=None: _fake_gpu())
-    for tag in ("n32g1c256o64i56x56k1x1s1x1p0x0d1x1", "n8g1c64o256i56x56k1x1s1x1p0x0d1x1"):
-        first = splitk.configs(Problem(geometry(tag), "backward_weight", "float32"), None)[0]
-        assert (first["TM"], first["TN"], first["WM"], first["WN"]) == (64, 64, 8, 8), (tag, first)
-    narrow = splitk.configs(Problem(geometry("n8g1c64o96i56x56k1x1s1x1p0x0d1x1"), "backward_weight", "float32"), None)[0]
-    assert (narrow["TM"], narrow["TN"]) == (32, 32), narrow
-
-
-def test_splitk_weighs_the_blocks_local_loads_against_the_waste(monkeypatch):
-    """splitk.SPLITK_LOAD_WEIGHT: a tile of 4x4 blocks that divides the columns no longer beats one
-    of 8x8 blocks that wastes a few percent (a 3x3x3 32 -> 64 weight gradient: 864 columns, which
-    64x128 tiles pad by 3.7%: 0.69x the 32x32 tile's time on an H200); a larger waste still wins
-    (the 96-row layer of the test before)."""
     splitk = REGISTRY["splitk"]
-    monkeypatch.setattr("clconv.settings.workspace_limit", lambda device: 2**31)
-    monkeypatch.setattr(limits, "of", lambda device, context=None: _fake_gpu())
-    first = splitk.configs(Problem(geometry("n2g1c32o64i8x112x112k3x3x3s1x1x1p1x1x1d1x1x1"), "backward_weight",
-                                   "float32"), None)[0]
-    assert (first["WM"], first["WN"]) == (8, 8) and first["TN"] >= 64, first
+    for descriptor, wanted in (("mb32ic256ih56oc64oh56kh1ph0", (64, 128, 4, 8)),
+                               ("mb4ic128id8ih28oc128od8oh28kd3kh3pd1ph1", (128, 64, 8, 8))):
+        problem = Problem(parse_descriptor(descriptor).geometry, "backward_weight", "float32")
+        configs = splitk.configs(problem, h200)
+        assert len(configs) == TILE_CANDIDATES
+        costs = [splitk_module.gpu_cost(problem, splitk.shape(problem), c, 132) for c in configs]
+        assert costs == sorted(costs), descriptor
+        first = configs[0]
+        assert (first["TM"], first["TN"], first["WM"], first["WN"]) == wanted, (descriptor, first)
+        assert first["splits"] == splitk.splits_for(problem, h200, first)[0]
 
 
-def test_splitk_takes_the_larger_tile_where_its_columns_decode_taps(monkeypatch):
-    """A kernel with taps makes every load of split-K's B (the unfolded input) decode a tap and a
-    pixel; a larger tile reuses each over more rows: among equal waste and equal register blocks,
-    128x64 and 128x128 ran 10-46% faster than 64x64 at the same piece count on an H200 (DCGAN's
-    4x4 deconvolution, dilated 3x3 at 256-512 channels, 1x7, a 1D k3).  A 1x1 layer reads its
-    operands in place as matrices: a large GEMM of it (256+ channels each way, 2^30 FLOPs) takes
-    the larger tile too (0.68-1.00x 64x64's time on 13 such layers), smaller ones keep 64x64."""
-    splitk = REGISTRY["splitk"]
-    monkeypatch.setattr("clconv.settings.workspace_limit", lambda device: 2**31)
-    monkeypatch.setattr(limits, "of", lambda device, context=None: _fake_gpu())
-    for tag in ("n8g1c512o512i33x33k3x3s1x1p2x2d2x2", "n32g1c128o128i17x17k1x7s1x1p0x3d1x1"):
-        first = splitk.configs(Problem(geometry(tag), "backward_weight", "float32"), None)[0]
-        assert first["TM"] * first["TN"] > 64 * 64 and (first["WM"], first["WN"]) == (8, 8), (tag, first)
-    def pointwise(tag):
-        first = splitk.configs(Problem(geometry(tag), "backward_weight", "float32"), None)[0]
-        return first["TM"], first["TN"]
+def test_splitk_cost_weights_are_the_fit_of_the_stored_runs(monkeypatch):
+    """SPLITK_COST_WEIGHTS are docs/perf/splitk_cost_fit.py's fit of every split-K configuration
+    timed in the stored runs, rounded: a change of the terms or of the runs must refit them.  And
+    the model judged on each list left out of its fit stays near the fastest configuration timed
+    (1.031x over 664 layer-passes when fitted, 2026-12-06)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "docs" / "perf"))
+    import splitk_cost_fit  # docs/perf/splitk_cost_fit.py: the fit, as a command
+    from clconv import settings
+    from clconv.algorithms import splitk as splitk_module
 
-    assert pointwise("n32g1c256o256i28x28k1x1s1x1p0x0d1x1") == (128, 128)  # 3.3 GFLOP
-    assert pointwise("n8g1c256o256i14x14k1x1s1x1p0x0d1x1") == (64, 64)     # 0.2 GFLOP
-    assert pointwise("n32g1c64o256i56x56k1x1s1x1p0x0d1x1") == (64, 64)     # a GEMM of 256 x 64
+    monkeypatch.setattr(settings, "workspace_limit", settings.workspace_limit)  # the fit sets the H200's
+
+    rows = splitk_cost_fit.layer_passes()
+    fitted = splitk_cost_fit.fit(rows)
+    for group, weights in splitk_module.SPLITK_COST_WEIGHTS.items():
+        for name, weight in weights.items():
+            assert round(fitted[group][name], 2) == weight, (group, name, fitted[group][name])
+    ratios = []
+    for name in ("seventh", "eighth", "ninth"):
+        held = splitk_cost_fit.fit([r for r in rows if r[0] != name])
+        for set_, _, problem, timed, offered, _ in rows:
+            pool = {k: v for k, v in timed.items() if set_ == name and k in offered}
+            if pool:
+                pick = min(pool, key=lambda k: splitk_cost_fit.cost(held, problem, pool[k][0]))
+                ratios.append(pool[pick][1] / min(ms for _, ms in pool.values()))
+    assert len(ratios) > 100 and math.exp(sum(map(math.log, ratios)) / len(ratios)) <= 1.05
 
 
 def test_cpu_dot_weight_gradient_first_only_where_its_contraction_is_long():
@@ -506,3 +545,22 @@ def test_the_cpu_weight_gradients_column_buffer_rows_are_spread():
     assert plan("n2g1c1024o256i14x14k1x1s1x1p0x0d1x1", l1=True) == (1040, 1040)
     assert plan("n2g1c1040o256i14x14k1x1s1x1p0x0d1x1", l1=True) == (1040, None)
     assert plan("n2g1c1024o256i14x14k1x1s1x1p0x0d1x1", l1=False) == (1024, None)
+
+
+@pytest.mark.parametrize("tag", ["n32g1c256o64i56x56k1x1s1x1p0x0d1x1", "n8g1c3o64i224x224k3x3s1x1p1x1d1x1",
+                                 "n1g1c512o512i7x7k3x3s1x1p1x1d1x1", "n8g1c64o96i25x25k3x3s1x1p1x1d1x1",
+                                 "n4g4c64o128i14x14k5x5s2x2p2x2d1x1", "n2g1c16o32i8x8x8k3x3x3s1x1x1p1x1x1d1x1x1"])
+@pytest.mark.parametrize("pass_", PASSES)
+def test_splitk_gpu_split_is_splits_for_first(monkeypatch, tag, pass_):
+    """SplitK._gpu_split (the two cuts around the aimed fill) picks what splits_for ranks first,
+    for every GPU tile, also under a workspace limit that drops the larger cuts."""
+    splitk = REGISTRY["splitk"]
+    gpu = _fake_gpu()
+    monkeypatch.setattr(limits, "of", lambda device, context=None: gpu)
+    problem = Problem(geometry(tag), pass_, "float32")
+    for limit in (2**31, 2**20):
+        monkeypatch.setattr("clconv.settings.workspace_limit", lambda device, limit=limit: limit)
+        for values in GPU_TILES:
+            tile = dict(zip(("TM", "TN", "TK", "WM", "WN", "VW", "PIPE", "GV"), values))
+            ranked = splitk.splits_for(problem, None, tile)
+            assert splitk._gpu_split(problem, splitk.shape(problem), tile, gpu, limit) == (ranked[0] if ranked else 0)

@@ -27,12 +27,13 @@ from .reduce import result_elements, splitk_result, splitk_sum
 
 # Split-K's GPU configurations (a tile and its piece count, SplitK.splits_for) are ranked by a model
 # of their kernel time on the device (gpu_cost): the log of the time over that of the problem's
-# other configurations, as a weighted sum of what sets it.  The weights were fitted on an H200 to
-# every split-K configuration timed there and kept (2,954 times of 136 layer-passes over 23 lists
-# of layers, docs/perf/heuristic_check.py; fitted within each layer-pass, so only the differences
-# between its configurations count) and judged on lists they were not fitted to: each list in turn
-# left out of the fit and ranked by the weights of the others, the first configuration ran 1.040x
-# the fastest one timed on its pass, where the order of rules before ran 1.074x
+# other configurations, as a weighted sum of what sets it.  The weights are a least-squares fit to
+# every split-K configuration timed in the stored runs (721 layer-passes of 24 lists, on H200s and
+# an H100, docs/perf/heuristic_check.py; fitted within each layer-pass, so only the differences
+# between its configurations count).  Judged on lists it was not fitted to (each list in turn left
+# out of the fit and ranked by the weights of the others) the first configuration ran 1.030x the
+# fastest one timed; on the 132 layer-passes of the earlier lists that the heuristic gave split-K,
+# about 1.04x, where the order of rules before ran 1.074x
 # (docs/perf/splitk_cost_fit.py).  The terms, each of a tile and its pieces:
 #  * ``waste``: the log of the work done per useful output (edge_waste): padded tiles compute
 #    zeros.  Not quite proportional (0.83 for the weight gradient): a padded tile loads less.

@@ -96,6 +96,9 @@ SETS = {  # name: (shape specs, batch override, tuning run)
     # (the tuning run timed split-K's first four configurations in the model's order; every tile
     # run, the same configurations in either order)
     "ninth": ([str(HERE / "h200-ninth-layers.txt")], None, "h100-tune-ninth.json"),
+    # written on 2026-12-06 (twenty-eighth session) after split-K's time model, before it was
+    # measured, to judge the heuristic as it then stood; tuned and every tile timed on an H100
+    "tenth": ([str(HERE / "h200-tenth-layers.txt")], None, "h100-tune-tenth.json"),
 }
 
 # Runs that re-timed every tile of some layer-passes after their kernel changed: their times replace
@@ -125,7 +128,8 @@ RETUNED = {"h200-retune-7x7.json": ("fresh", "fourth")}
 ALL_TILES = ("h200-all-tiles-a.json", "h200-all-tiles-b.json", "h200-all-tiles-closing.json",
              "h200-all-tiles-closing-holdout.json", "h200-all-tiles-fourth.json", "h200-all-tiles-7x7.json",
              "h200-all-tiles-im2col-data-retimed.json", "h200-all-tiles-gemm1x1-data-retimed.json",
-             "h200-all-tiles-sixth.json", "h100-all-tiles-eighth.json", "h100-all-tiles-ninth.json")
+             "h200-all-tiles-sixth.json", "h100-all-tiles-eighth.json", "h100-all-tiles-ninth.json",
+             "h100-all-tiles-tenth.json")
 
 
 # Runs of docs/perf/splitk_result_passes.py (2026-12-03, twelfth session): every candidate of the

@@ -12,9 +12,12 @@ one per process, so nothing of theirs is cached):
   (``clconv.finish_builds()`` then a second call), and kernel-event times of the interim and the
   chosen runner;
 * ``step``: every pass of every layer of STEP_LAYERS called once with one ``finish()`` at the end
-  (a training step's first iteration), then ``finish_builds()``, then the same step again.
+  (a training step's first iteration), then ``finish_builds()``, then the same step again;
+* ``steps`` (with ``--steps N``): that step repeated N times from a new process, one ``finish()``
+  a step and no ``finish_builds()``, as a training loop runs while the chosen kernels build in the
+  background: each step's wall time.
 
-    python docs/perf/interim_first_calls.py [--layers gpu] [--step-layers gpu] [--json OUT.json]
+    python docs/perf/interim_first_calls.py [--layers gpu] [--step-layers gpu] [--steps N] [--json OUT.json]
 """
 
 from __future__ import annotations
@@ -88,6 +91,17 @@ if mode.startswith("first"):
                 row["interim_kernel_ms"] = kernel_ms(planner.build(interim.plan(problem, queue.device), queue), problem)
             rows.append(row)
     out["rows"] = rows
+elif mode.startswith("steps"):
+    step = [call for layer in layers for call in calls_of(layer)[1].values()]
+    queue.finish()
+    times = []
+    for _ in range(int(mode[len("steps"):])):
+        t0 = time.perf_counter()
+        for call in step:
+            call()
+        queue.finish()
+        times.append(time.perf_counter() - t0)
+    out.update(calls=len(step), step_s=times)
 else:
     step = [call for layer in layers for call in calls_of(layer)[1].values()]
     queue.finish()
@@ -112,9 +126,11 @@ def main() -> None:
     parser.add_argument("--layers", default=FIRST_LAYERS)
     parser.add_argument("--step-layers", default="gpu")
     parser.add_argument("--warm-layer", default="mb2ic8ih12oc8oh12kh3ph1")
+    parser.add_argument("--steps", type=int, default=0, help="also time N steps of a training loop from a new process")
+    parser.add_argument("--only-steps", action="store_true", help="only the --steps loops")
     parser.add_argument("--json")
     args = parser.parse_args()
-    results: dict = {"first": {}, "step": {}}
+    results: dict = {"first": {}, "step": {}, "steps": {}}
     with tempfile.TemporaryDirectory(prefix="clconv-interim-") as cache:
         env = dict(os.environ, CLCONV_CACHE_DIR=cache)
         env.pop("PYTHONDONTWRITEBYTECODE", None)
@@ -128,11 +144,14 @@ def main() -> None:
 
         results["warm"] = child(args.warm_layer, "first", 0, "1")  # templates, interim programs
         offset = 1
-        for interim in ("1", "0"):
+        for interim in ("1", "0") if not args.only_steps else ():
             results["first"][interim] = child(args.layers, "first", offset, interim)
             offset += 1
-        for interim in ("1", "0"):
+        for interim in ("1", "0") if not args.only_steps else ():
             results["step"][interim] = child(args.step_layers, "step", offset, interim)
+            offset += 1
+        for interim in ("1", "0") if args.steps else ():
+            results["steps"][interim] = child(args.step_layers, f"steps{args.steps}", offset, interim)
             offset += 1
     for interim, result in results["first"].items():
         print(f"CLCONV_INTERIM={interim} ({result['device']})")
@@ -144,6 +163,12 @@ def main() -> None:
         print(f"CLCONV_INTERIM={interim}: a first step of {result['calls']} calls {result['first_step_s']:.2f} s, "
               f"then {result['background_wait_s']:.2f} s waiting for background builds; the second step "
               f"{1e3 * result['second_step_s']:.1f} ms")
+    for interim, result in results["steps"].items():
+        times = result["step_s"]
+        elapsed = [sum(times[:n]) for n in range(1, len(times) + 1)]
+        marks = ", ".join(f"{n} in {elapsed[n - 1]:.2f} s" for n in (1, 2, 5, 10, 20, 50, 100) if n <= len(times))
+        print(f"CLCONV_INTERIM={interim}: steps of {result['calls']} calls: {marks}; the last step "
+              f"{1e3 * times[-1]:.1f} ms")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)

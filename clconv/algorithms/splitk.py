@@ -204,7 +204,8 @@ class SplitK(Algorithm):
         if reason is None and not shape.M * shape.N:
             # batch 0: ops returns the empty result (or a zero weight gradient) without planning
             reason = "the problem is empty (batch 0): there is no GEMM to cut"
-        if reason is None and not any(self.splits_for(problem, device, t) for t in self.configs(problem, device)):
+        # configs holds only tiles with a cut (their first piece count): none means no tile has one
+        if reason is None and not self.configs(problem, device):
             what = {"forward": "input channels x taps", "backward_data": "output channels x taps",
                     "backward_weight": "batch x output pixels"}[problem.pass_]
             reason = (f"the contraction ({what} = {shape.K}) has no cut into two or more pieces "

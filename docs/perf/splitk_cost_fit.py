@@ -14,6 +14,7 @@ the model itself).
     python docs/perf/splitk_cost_fit.py --rows      also each layer-pass
 """
 import argparse
+import functools
 import math
 import sys
 from collections import defaultdict
@@ -59,9 +60,15 @@ def layer_passes():
     return out
 
 
+@functools.cache
+def units() -> int:
+    """The compute units of the H200 the runs are judged on (heuristic_check.h200)."""
+    return hc.h200().max_compute_units
+
+
 def terms(problem, config) -> dict:
-    shape = REGISTRY["splitk"].shape(problem)
-    return splitk.cost_terms(problem, shape, config, hc.h200().max_compute_units)
+    """splitk.cost_terms of ``config`` for ``problem`` on that H200."""
+    return splitk.cost_terms(problem, REGISTRY["splitk"].shape(problem), config, units())
 
 
 def fit(rows) -> dict:
@@ -98,6 +105,7 @@ def fit(rows) -> dict:
 
 
 def cost(weights, problem, config) -> float:
+    """The modelled log-time of ``config`` under ``weights`` (fit's form)."""
     group = GROUPS[problem.pass_]
     merged = {**weights.get("shared", {}), **weights.get(group, {})}
     return sum(merged.get(n, 0.0) * v for n, v in terms(problem, config).items())

@@ -913,12 +913,12 @@ def _run_another(problem: Problem, queue: cl.CommandQueue, failed_runner: Runner
 
 class BackgroundBuilds:
     """Builds no call waits for: the chosen plans of problems whose calls run interim kernels, and
-    the interim programs themselves.  ``workers`` daemon threads take them first come, first served
-    (the compilers release the GIL).  At the interpreter's exit the builds not yet started are
-    dropped and the ones running are waited for: a compiler stopped mid-build can take the
-    process down with it."""
+    the interim programs themselves.  Up to ``workers()`` daemon threads (read at each submit) take
+    them first come, first served (the compilers release the GIL).  At the interpreter's exit the
+    builds not yet started are dropped and the ones running are waited for: a compiler stopped
+    mid-build can take the process down with it."""
 
-    def __init__(self, workers: int) -> None:
+    def __init__(self, workers: Callable[[], int]) -> None:
         self.workers = workers
         self._queue: "queues.SimpleQueue[tuple[Hashable, Future, Callable[..., Any], tuple]]" = queues.SimpleQueue()
         self._jobs: dict[Hashable, Future] = {}
@@ -937,7 +937,7 @@ class BackgroundBuilds:
                 if keep:
                     self._kept.add(key)
                 self._queue.put((key, job, function, args))
-                if len(self._threads) < self.workers:
+                if len(self._threads) < self.workers():
                     thread = threading.Thread(target=self._work, name=f"clconv-build-{len(self._threads)}", daemon=True)
                     self._threads.append(thread)
                     thread.start()
@@ -983,8 +983,23 @@ class BackgroundBuilds:
             return list(self._jobs.values())
 
 
-BACKGROUND_WORKERS = 2
-_background = BackgroundBuilds(BACKGROUND_WORKERS)
+def build_threads() -> int:
+    """How many threads build in the background: ``CLCONV_BUILD_THREADS``, else BUILD_THREADS."""
+    chosen = settings.build_threads()
+    return BUILD_THREADS if chosen is None else chosen
+
+
+# Two: NVIDIA's compiler barely runs side by side on threads of one process, and a call that must
+# wait for a build of its own (a pass past interim.MAX_FLOPS) waits behind the background's.  On an
+# H100 host of 16 CPUs, a training loop over the GPU set's 27 layer-passes from a new process
+# (docs/perf/interim_first_calls.py --steps 40 --threads 1,2,4,8,16; h100-interim-threads.json):
+# the first step took 1.87, 2.36, 3.58, 4.06 and 7.15 s on 1, 2, 4, 8 and 16 threads (its last
+# call, a DCGAN weight gradient over MAX_FLOPS, waited 1.0-6.2 s), and every chosen plan was built
+# after about 10.2, 7.3, 9.3, 7.4 and 7.2 s: 40 steps and the builds left after them.
+BUILD_THREADS = 2
+
+
+_background = BackgroundBuilds(build_threads)
 atexit.register(_background.close)
 
 

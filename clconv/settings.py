@@ -24,6 +24,8 @@ VARIABLES = {
     "CLCONV_TUNE": "1: algorithm='auto' measures the candidates of a new problem; unset or 0: the heuristic's choice, one build",
     "CLCONV_INTERIM": "1: a new geometry's calls run generic direct kernels while its chosen kernels build in the "
                        "background; 0: they wait for the build; unset: 1 on GPUs, 0 on CPUs",
+    "CLCONV_BUILD_THREADS": "threads building in the background (the chosen kernels of geometries whose calls run interim "
+                            "kernels); unset: 2",
     "CLCONV_WORKSPACE_LIMIT": "bytes of temporary buffers one call may use",
     "CLCONV_RESULT_POOL": "0: results and numpy uploads are fresh driver allocations instead of a per-queue pool",
     "CLCONV_TEMPLATE_PATH": "directories searched for kernel templates before the built-in ones",
@@ -109,6 +111,21 @@ def interim() -> bool | None:
     if value in _TRUE or value in _FALSE:
         return value in _TRUE
     raise ValueError(f"CLCONV_INTERIM must be 1, true or yes, or 0, false or no; got {raw!r}")
+
+
+def build_threads() -> int | None:
+    """``CLCONV_BUILD_THREADS`` as a count of threads (a positive integer), or None when unset (the
+    planner decides: planner.build_threads).  Any other value is a ValueError naming the variable."""
+    raw = _get("CLCONV_BUILD_THREADS")
+    if not raw:
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise ValueError(f"CLCONV_BUILD_THREADS must be a positive whole number of threads; got {raw!r}")
+    return value
 
 
 def result_pool_enabled() -> bool:

@@ -99,6 +99,9 @@ SETS = {  # name: (shape specs, batch override, tuning run)
     # written on 2026-12-06 (twenty-eighth session) after split-K's time model, before it was
     # measured, to judge the heuristic as it then stood; tuned and every tile timed on an H100
     "tenth": ([str(HERE / "h200-tenth-layers.txt")], None, "h100-tune-tenth.json"),
+    # written on 2026-12-06 (twenty-ninth session) before it was measured, with no change to the GPU
+    # heuristic since the tenth; tuned on an H100
+    "eleventh": ([str(HERE / "h200-eleventh-layers.txt")], None, "h100-tune-eleventh.json"),
 }
 
 # Runs that re-timed every tile of some layer-passes after their kernel changed: their times replace

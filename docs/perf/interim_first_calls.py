@@ -15,9 +15,11 @@ one per process, so nothing of theirs is cached):
   (a training step's first iteration), then ``finish_builds()``, then the same step again;
 * ``steps`` (with ``--steps N``): that step repeated N times from a new process, one ``finish()``
   a step and no ``finish_builds()``, as a training loop runs while the chosen kernels build in the
-  background: each step's wall time.
+  background: each step's wall time, the builds still pending after it and, for the first step,
+  each call's (``--threads``: once per CLCONV_BUILD_THREADS value).
 
-    python docs/perf/interim_first_calls.py [--layers gpu] [--step-layers gpu] [--steps N] [--json OUT.json]
+    python docs/perf/interim_first_calls.py [--layers gpu] [--step-layers gpu] [--steps N] [--threads 2,8]
+                                            [--json OUT.json]
 """
 
 from __future__ import annotations
@@ -94,14 +96,21 @@ if mode.startswith("first"):
 elif mode.startswith("steps"):
     step = [call for layer in layers for call in calls_of(layer)[1].values()]
     queue.finish()
-    times = []
-    for _ in range(int(mode[len("steps"):])):
+    times, pending, first_calls = [], [], []
+    for index in range(int(mode[len("steps"):])):
         t0 = time.perf_counter()
         for call in step:
             call()
+            if index == 0:  # each call of the first step, waited for: which ones waited for a build
+                queue.finish()
+                first_calls.append(time.perf_counter() - t0 - sum(first_calls))
         queue.finish()
         times.append(time.perf_counter() - t0)
-    out.update(calls=len(step), step_s=times)
+        pending.append(len(planner._background._held()))  # builds not yet taken by a call
+    t0 = time.perf_counter()
+    clconv.finish_builds()
+    out.update(calls=len(step), step_s=times, pending_builds=pending, first_step_call_s=first_calls,
+               build_threads=planner.build_threads(), builds_left_s=time.perf_counter() - t0)
 else:
     step = [call for layer in layers for call in calls_of(layer)[1].values()]
     queue.finish()
@@ -128,6 +137,8 @@ def main() -> None:
     parser.add_argument("--warm-layer", default="mb2ic8ih12oc8oh12kh3ph1")
     parser.add_argument("--steps", type=int, default=0, help="also time N steps of a training loop from a new process")
     parser.add_argument("--only-steps", action="store_true", help="only the --steps loops")
+    parser.add_argument("--threads", default="", help="CLCONV_BUILD_THREADS values, comma-separated: the "
+                        "--steps loop with interim kernels once per value (unset: once, the default)")
     parser.add_argument("--json")
     args = parser.parse_args()
     results: dict = {"first": {}, "step": {}, "steps": {}}
@@ -135,9 +146,10 @@ def main() -> None:
         env = dict(os.environ, CLCONV_CACHE_DIR=cache)
         env.pop("PYTHONDONTWRITEBYTECODE", None)
 
-        def child(spec: str, mode: str, offset: int, interim: str) -> dict:
+        def child(spec: str, mode: str, offset: int, interim: str, threads: str = "") -> dict:
+            extra = {"CLCONV_BUILD_THREADS": threads} if threads else {}
             done = subprocess.run([sys.executable, "-c", _CHILD, spec, mode, str(offset)],
-                                  env={**env, "CLCONV_INTERIM": interim}, capture_output=True, text=True)
+                                  env={**env, "CLCONV_INTERIM": interim, **extra}, capture_output=True, text=True)
             if done.returncode:
                 raise SystemExit(f"the {mode} process failed:\n{done.stderr[-3000:]}")
             return json.loads(done.stdout.strip().splitlines()[-1])
@@ -150,8 +162,10 @@ def main() -> None:
         for interim in ("1", "0") if not args.only_steps else ():
             results["step"][interim] = child(args.step_layers, "step", offset, interim)
             offset += 1
-        for interim in ("1", "0") if args.steps else ():
-            results["steps"][interim] = child(args.step_layers, f"steps{args.steps}", offset, interim)
+        runs = [("1", t) for t in args.threads.split(",") if t] or [("1", "")]
+        for interim, threads in [*runs, ("0", "")] if args.steps else ():
+            name = interim + (f" threads={threads}" if threads else "")
+            results["steps"][name] = child(args.step_layers, f"steps{args.steps}", offset, interim, threads)
             offset += 1
     for interim, result in results["first"].items():
         print(f"CLCONV_INTERIM={interim} ({result['device']})")
@@ -167,8 +181,11 @@ def main() -> None:
         times = result["step_s"]
         elapsed = [sum(times[:n]) for n in range(1, len(times) + 1)]
         marks = ", ".join(f"{n} in {elapsed[n - 1]:.2f} s" for n in (1, 2, 5, 10, 20, 50, 100) if n <= len(times))
-        print(f"CLCONV_INTERIM={interim}: steps of {result['calls']} calls: {marks}; the last step "
-              f"{1e3 * times[-1]:.1f} ms")
+        waited = sum(t > 0.1 for t in result.get("first_step_call_s", []))
+        print(f"CLCONV_INTERIM={interim} ({result.get('build_threads')} build threads): steps of {result['calls']} "
+              f"calls: {marks}; the last step {1e3 * times[-1]:.1f} ms; {waited} calls of the first step over "
+              f"0.1 s; builds pending after each step {result.get('pending_builds')}; "
+              f"{result.get('builds_left_s', 0):.2f} s of builds left after the last")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)

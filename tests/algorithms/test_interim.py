@@ -228,3 +228,23 @@ def test_an_interim_plan_refused_at_launch_gives_way_to_the_chosen_plan(queue, r
     got = clconv.conv2d(x, w, padding=(0, 1))
     assert interim.is_interim(recorder.configs[-2]) and not recorder.last_ran_interim()
     np.testing.assert_array_equal(got, clconv.conv2d(x, w, padding=(0, 1), algorithm="direct"))
+
+
+def test_background_builds_run_side_by_side_up_to_the_thread_count():
+    """BackgroundBuilds starts up to workers() threads, read at each submit: with 3, three jobs
+    that wait for each other all run at once; a job submitted twice under one key runs once."""
+    threads = 3
+    builds = planner.BackgroundBuilds(lambda: threads)
+    together = threading.Barrier(threads, timeout=30)
+    ran: list[int] = []
+
+    def job(n):
+        together.wait()  # breaks (an exception, the job fails) unless all three run at once
+        ran.append(n)
+        return n
+
+    jobs = [builds.submit(("job", n), job, n) for n in range(threads)]
+    assert builds.submit(("job", 0), job, 99) is jobs[0]
+    assert [j.result(timeout=60) for j in jobs] == [0, 1, 2] and sorted(ran) == [0, 1, 2]
+    assert builds.take(("job", 1)) is jobs[1] and builds.get(("job", 1)) is None
+    builds.close()

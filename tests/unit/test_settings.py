@@ -30,6 +30,20 @@ def test_settings_follow_the_environment(monkeypatch, tmp_path):
     assert "CLCONV_NO_CACHE='1'" in settings.shown()
 
 
+def test_build_threads_are_a_positive_count_or_the_planners_default(monkeypatch):
+    from clconv import planner
+
+    monkeypatch.delenv("CLCONV_BUILD_THREADS", raising=False)
+    assert settings.build_threads() is None
+    assert planner.build_threads() == planner.BUILD_THREADS
+    monkeypatch.setenv("CLCONV_BUILD_THREADS", "3")
+    assert settings.build_threads() == planner.build_threads() == 3
+    for bad in ("0", "-2", "two", "1.5"):
+        monkeypatch.setenv("CLCONV_BUILD_THREADS", bad)
+        with pytest.raises(ValueError, match=f"CLCONV_BUILD_THREADS.*{bad!r}"):
+            settings.build_threads()
+
+
 def test_every_variable_is_documented():
     text = (Path(__file__).resolve().parents[2] / "docs" / "environment.md").read_text()
     missing = [name for name in settings.VARIABLES if name not in text]

@@ -54,12 +54,17 @@ SPLITK_COST_WEIGHTS = {
 }
 
 
+def output_tiles(shape: GemmShape, tm: int, tn: int, groups: int) -> int:
+    """The work-groups of one piece: ``shape``'s result in tiles of tm x tn, in each group."""
+    return -(-shape.M // tm) * -(-shape.N // tn) * groups
+
+
 def cost_terms(problem: Problem, shape: GemmShape, config: dict, units: int) -> dict[str, float]:
     """The terms of split-K's GPU time model (SPLITK_COST_WEIGHTS) for ``config`` (a GPU tile and
     its ``splits``) on a GPU of ``units`` compute units."""
     g = problem.geometry
     tm, tn, wm, wn = config["TM"], config["TN"], config["WM"], config["WN"]
-    groups = -(-shape.M // tm) * -(-shape.N // tn) * g.groups * config["splits"]
+    groups = output_tiles(shape, tm, tn, g.groups) * config["splits"]
     waves = groups / units
     taps = g.kernel_volume > 1
     return {
@@ -185,7 +190,7 @@ class SplitK(Algorithm):
         K = shape.K
         elements = result_elements(problem)  # of one piece's partials (dw's, y's or dx's)
         tm, tn, tk = tile_extent(tile)
-        tiles = -(-shape.M // tm) * -(-shape.N // tn) * g.groups
+        tiles = output_tiles(shape, tm, tn, g.groups)
         fit = limits.of(device)
         limit = settings.workspace_limit(device)
         gpu = fit.gpu and not is_cpu_config(tile)
@@ -248,7 +253,7 @@ class SplitK(Algorithm):
         miss, |log(pieces / aim)|, falls and then rises with the piece count, so the best cut is
         one of the two around the aim (a warm first call ranks every tile's cuts)."""
         tm, tn, tk = tile_extent(tile)
-        tiles = -(-shape.M // tm) * -(-shape.N // tn) * problem.geometry.groups
+        tiles = output_tiles(shape, tm, tn, problem.geometry.groups)
         cuts = self.cuts(shape.K, tk, self.min_piece(problem))
         cuts = cuts[:bisect.bisect_right(cuts, limit // (result_elements(problem) * problem.itemsize))]
         aim = self.FILL_ITEMS * fit.compute_units / work_items(tile) / tiles

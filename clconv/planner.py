@@ -267,8 +267,12 @@ def _small_forward_to_splitk(problem: Problem) -> bool:
     256-384 1.3-1.5x.  On 10 forwards written afterwards to judge the rule (3D, 1D, dilated,
     AlexNet's conv4 at batch 1, VGG-11's conv5 at batch 8; docs/perf/h200-splitk-forward.json) its
     first candidate ran 0.32-0.84x the others' best where timed (9; the tenth's best 0.94x).
-    Not measured, so left out: 1x1 layers (gemm1x1 reads the input in place), grouped layers and
-    channels-last, and forwards under WINOGRAD_FORWARD_MIN_FLOPS (one implicit_gemm launch)."""
+    1x1 layers too, once measured (2026-12-06, twenty-ninth session, H100): a classifier head as a
+    1x1 convolution, 2048 -> 1000 at 7x7, batch 1 (200 MFLOP over 2048 channels), ran split-K in
+    0.030 ms against gemm1x1's 0.109, which reads the input in place but runs 64 tiles of 32x32 over
+    the whole contraction (docs/perf/h100-tune-eleventh.json).  Not measured, so left out: grouped
+    layers and channels-last, and forwards under WINOGRAD_FORWARD_MIN_FLOPS (one implicit_gemm
+    launch)."""
     g = problem.geometry
     low, high = SPLITK_FORWARD_FLOPS
     # a few output channels (direct.FORWARD_FEW_OUTPUTS) leave a GEMM tile's rows empty however small
@@ -276,7 +280,7 @@ def _small_forward_to_splitk(problem: Problem) -> bool:
     # implicit GEMM's 328.5 (cuDNN 61.3; docs/perf/h200-direct-blocks-outputs-holdout.json), where
     # direct's strips, too few to fill the device (direct.few_outputs_first), took 141.5
     low = 0 if g.cout_per_group <= FORWARD_FEW_OUTPUTS else low
-    return (problem.pass_ == "forward" and g.groups == 1 and g.kernel_volume > 1 and problem.layout == CHANNELS_FIRST
+    return (problem.pass_ == "forward" and g.groups == 1 and problem.layout == CHANNELS_FIRST
             and g.reduction_length >= SPLITK_FORWARD_MIN_CONTRACTION and low <= g.flops <= high)
 
 

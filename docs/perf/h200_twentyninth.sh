@@ -8,7 +8,8 @@
 set -u
 out=${1:?OUT}; shift
 here=$PWD
-export PYTHONPATH=$here/docs/perf:$here${PYTHONPATH:+:$PYTHONPATH}
+# TREE=DIR: a folder holding another clconv package, imported before this checkout's (an A/B run)
+export PYTHONPATH=${TREE:+$TREE:}$here/docs/perf:$here${PYTHONPATH:+:$PYTHONPATH}
 NAME=${NAME:-eleventh}
 LIST=docs/perf/h200-$NAME-layers.txt
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv > "$out/smi.txt" 2>&1

@@ -32,7 +32,9 @@ def judged():
 
 
 def test_every_stored_layer_pass_is_judged(judged):
-    assert sum(len(rows) for rows in judged.values()) == 1126
+    # 1183 stored, less the unseen list's batch-1 1x1 2048 -> 512 forward: split-K, its first
+    # candidate since 1x1 forwards may go to it, was not a candidate when that list was tuned
+    assert sum(len(rows) for rows in judged.values()) == 1182
 
 
 SET_BOUNDS = {"strided 1x1": 1.22}  # the geometric mean each set's first candidates must stay within

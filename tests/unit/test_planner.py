@@ -209,7 +209,8 @@ def test_gpu_heuristic_keeps_tiny_forwards_from_winograd():
     ("n4g1c48o96i16x16k3x3s1x1p1x1d1x1", False),      # 48 x 9 = 432 channel-taps: implicit_gemm
     ("n32g1c32o64i20x20k4x4s2x2p0x0d1x1", False),     # the Atari DQN's 32 x 16 = 512: 1.09x implicit_gemm's
     ("n32g1c64o64i20x20k3x3s2x2p0x0d1x1", True),      # 64 x 9 = 576, the shortest split-K won at
-    ("n8g1c512o256i28x28k1x1s2x2p0x0d1x1", False),    # 1x1: gemm1x1 reads the input in place
+    ("n8g1c512o256i28x28k1x1s2x2p0x0d1x1", False),    # 1x1 over 512 channels: gemm1x1 (411 MFLOP too)
+    ("n1g1c2048o1000i7x7k1x1s1x1p0x0d1x1", True),     # a 1x1 classifier head: 0.28x gemm1x1's time
     ("n1g2c256o256i14x14k3x3s1x1p1x1d1x1", False),    # grouped: not measured
 ])
 def test_gpu_heuristic_cuts_small_forwards_with_long_contractions(tag, wanted):

@@ -113,7 +113,10 @@ def test_the_first_candidate_stays_near_the_best(judged):
     1.075x with split-K's configurations ranked by its fitted time model (splitk.gpu_cost, not fitted
     to this list: docs/perf/splitk_cost_fit.py); 1.052x over 1078 (1.038x).  A tenth list written
     after that model, before it was measured (same session, H100): 1.030x the tuning run's winner
-    (worst 1.20x); 1.050x over 1126 (1.037x).
+    (worst 1.20x); 1.050x over 1126 (1.037x).  An eleventh list written before it was measured
+    (twenty-ninth session, H100): 1.086x, worst 3.58x (a 1x1 classifier head's forward in gemm1x1);
+    with small 1x1 forwards in split-K's rule (planner._small_forward_to_splitk), written from it:
+    1.062x there (worst 1.51x), 1.051x over 1182 (1.038x).
     The strided 1x1 list (9 data gradients) stays at 1.21x: im2col's first GEMM tile there runs
     1.2-1.5x its best on three layers, a known miss its bound records."""
     everything = [r["ratio"] for rows in judged.values() for r in rows]

@@ -112,7 +112,8 @@ def heuristic_order(problem: Problem, device: cl.Device) -> list[str]:
         # (direct.few_outputs_first), and fewer than a tile's rows where Winograd does not serve
         # (_narrow_forward); all ahead of split-K
         order.append("direct")
-    if _small_forward_to_splitk(problem) or (_unfilled_forward_to_splitk(problem, device)
+    if _small_forward_to_splitk(problem) or _small_pointwise_data_to_splitk(problem) or (
+            _unfilled_forward_to_splitk(problem, device)
                                               and not _winograd_pays(problem, device)):
         order.append("splitk")
     blocks = _weight_blocks_first(problem)
@@ -282,6 +283,25 @@ def _small_forward_to_splitk(problem: Problem) -> bool:
     low = 0 if g.cout_per_group <= FORWARD_FEW_OUTPUTS else low
     return (problem.pass_ == "forward" and g.groups == 1 and problem.layout == CHANNELS_FIRST
             and g.reduction_length >= SPLITK_FORWARD_MIN_CONTRACTION and low <= g.flops <= high)
+
+
+def _small_pointwise_data_to_splitk(problem: Problem) -> bool:
+    """Whether split-K comes first for a small 1x1 layer's data gradient on a GPU: the forward's rule
+    (_small_forward_to_splitk) for its GEMM, whose contraction is the output channels (from
+    SPLITK_FORWARD_MIN_CONTRACTION), stride 1 (a strided one goes to im2col:
+    _strided_pointwise_data_to_columns), one group, channels-first.  gemm1x1 runs dx's few tiles
+    over the whole contraction there.  On an H100 (docs/perf/h100-tune-pointwise-small.json, 13
+    small 1x1 layers written before they were measured) split-K's best ran all 8 such data
+    gradients in 0.26-0.89x gemm1x1's time (ResNet-50's 1x1 512 -> 2048 at 7x7, batch 1: 0.022
+    against 0.085 ms; VGG's fc7 as a 1x1 convolution at batch 4: 0.075 against 0.257), and gemm1x1
+    was the best of every candidate on the 4 of 128-320 output channels; the eleventh list's
+    classifier head, 1x1 2048 -> 1000 at batch 1, from which the rule was drafted before that list
+    was tuned: 0.65x (docs/perf/h100-tune-eleventh.json)."""
+    g = problem.geometry
+    low, high = SPLITK_FORWARD_FLOPS
+    return (problem.pass_ == "backward_data" and g.is_pointwise and max(g.stride) == 1 and g.groups == 1
+            and problem.layout == CHANNELS_FIRST and g.cout_per_group >= SPLITK_FORWARD_MIN_CONTRACTION
+            and low <= g.flops <= high)
 
 
 def _unfilled_forward_to_splitk(problem: Problem, device: cl.Device) -> bool:

@@ -48,9 +48,9 @@ from .reduce import result_elements, splitk_result, splitk_sum
 #    kernel larger than 1x1), the log of the tile's rows (each decoded column is reused over them)
 #    and columns.
 SPLITK_COST_WEIGHTS = {
-    "backward_weight": {"waste": 0.82, "loads": 0.89},
-    "result": {"waste": 0.60, "loads": 0.17},  # the forward's and the data gradient's pieces
-    "shared": {"idle": 0.39, "tail": 0.44, "group": -0.17, "taps_rows": -0.07, "taps_columns": 0.09},
+    "backward_weight": {"waste": 0.82, "loads": 0.90},
+    "result": {"waste": 0.58, "loads": 0.19},  # the forward's and the data gradient's pieces
+    "shared": {"idle": 0.39, "tail": 0.43, "group": -0.17, "taps_rows": -0.07, "taps_columns": 0.09},
 }
 
 

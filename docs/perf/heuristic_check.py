@@ -102,6 +102,11 @@ SETS = {  # name: (shape specs, batch override, tuning run)
     # written on 2026-12-06 (twenty-ninth session) before it was measured, with no change to the GPU
     # heuristic since the tenth; tuned on an H100
     "eleventh": ([str(HERE / "h200-eleventh-layers.txt")], None, "h100-tune-eleventh.json"),
+    # small 1x1 layers with long contractions, written (twenty-ninth session) after the eleventh's
+    # classifier head and before they were measured, to judge split-K first for them; tuned on an
+    # H100 with split-K first for their forwards and stride-1 data gradients (its first
+    # configurations timed, then the others' as usual)
+    "pointwise-small": ([str(HERE / "h200-pointwise-small-layers.txt")], None, "h100-tune-pointwise-small.json"),
 }
 
 # Runs that re-timed every tile of some layer-passes after their kernel changed: their times replace

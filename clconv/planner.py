@@ -112,9 +112,8 @@ def heuristic_order(problem: Problem, device: cl.Device) -> list[str]:
         # (direct.few_outputs_first), and fewer than a tile's rows where Winograd does not serve
         # (_narrow_forward); all ahead of split-K
         order.append("direct")
-    if _small_forward_to_splitk(problem) or _small_pointwise_data_to_splitk(problem) or (
-            _unfilled_forward_to_splitk(problem, device)
-                                              and not _winograd_pays(problem, device)):
+    if (_small_forward_to_splitk(problem) or _small_pointwise_data_to_splitk(problem)
+            or (_unfilled_forward_to_splitk(problem, device) and not _winograd_pays(problem, device))):
         order.append("splitk")
     blocks = _weight_blocks_first(problem)
     if (blocks and g.cout_per_group < WEIGHT_BLOCK_ROWS and _blocks_reuse(problem)
@@ -275,14 +274,22 @@ def _small_forward_to_splitk(problem: Problem) -> bool:
     layers and channels-last, and forwards under WINOGRAD_FORWARD_MIN_FLOPS (one implicit_gemm
     launch)."""
     g = problem.geometry
-    low, high = SPLITK_FORWARD_FLOPS
     # a few output channels (direct.FORWARD_FEW_OUTPUTS) leave a GEMM tile's rows empty however small
     # the forward: 3x3 512 -> 1 at 32x32, batch 1 (9 MFLOP), ran 43.7 us with split-K against the
     # implicit GEMM's 328.5 (cuDNN 61.3; docs/perf/h200-direct-blocks-outputs-holdout.json), where
     # direct's strips, too few to fill the device (direct.few_outputs_first), took 141.5
-    low = 0 if g.cout_per_group <= FORWARD_FEW_OUTPUTS else low
-    return (problem.pass_ == "forward" and g.groups == 1 and problem.layout == CHANNELS_FIRST
-            and g.reduction_length >= SPLITK_FORWARD_MIN_CONTRACTION and low <= g.flops <= high)
+    low = 0 if g.cout_per_group <= FORWARD_FEW_OUTPUTS else None
+    return problem.pass_ == "forward" and _small_long_gemm(problem, g.reduction_length, low)
+
+
+def _small_long_gemm(problem: Problem, contraction: int, low: int | None = None) -> bool:
+    """The measured ground of split-K's small-problem rules: one group, channels-first, ``low``
+    (SPLITK_FORWARD_FLOPS' bottom unless given) to SPLITK_FORWARD_FLOPS' top direct FLOPs, over a
+    ``contraction`` of SPLITK_FORWARD_MIN_CONTRACTION or more."""
+    g = problem.geometry
+    low = SPLITK_FORWARD_FLOPS[0] if low is None else low
+    return (g.groups == 1 and problem.layout == CHANNELS_FIRST and contraction >= SPLITK_FORWARD_MIN_CONTRACTION
+            and low <= g.flops <= SPLITK_FORWARD_FLOPS[1])
 
 
 def _small_pointwise_data_to_splitk(problem: Problem) -> bool:
@@ -298,10 +305,8 @@ def _small_pointwise_data_to_splitk(problem: Problem) -> bool:
     classifier head, 1x1 2048 -> 1000 at batch 1, from which the rule was drafted before that list
     was tuned: 0.65x (docs/perf/h100-tune-eleventh.json)."""
     g = problem.geometry
-    low, high = SPLITK_FORWARD_FLOPS
-    return (problem.pass_ == "backward_data" and g.is_pointwise and max(g.stride) == 1 and g.groups == 1
-            and problem.layout == CHANNELS_FIRST and g.cout_per_group >= SPLITK_FORWARD_MIN_CONTRACTION
-            and low <= g.flops <= high)
+    return (problem.pass_ == "backward_data" and g.is_pointwise and max(g.stride) == 1
+            and _small_long_gemm(problem, g.cout_per_group))
 
 
 def _unfilled_forward_to_splitk(problem: Problem, device: cl.Device) -> bool:

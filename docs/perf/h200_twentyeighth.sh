@@ -1,37 +1,8 @@
 #!/usr/bin/env bash
-# The twenty-eighth session's GPU calls (issue 12): a list written before it was measured (the
-# ninth, h200-ninth-layers.txt; NAME=tenth for h200-tenth-layers.txt) tuned, every GEMM tile of the
-# heuristic's algorithm timed, and its stream of default calls against cuDNN; the suite on the GPU.
+# The twenty-eighth session's GPU calls (issue 12): the ninth list (h200-ninth-layers.txt; NAME=tenth
+# for h200-tenth-layers.txt) tuned, every GEMM tile of the heuristic's algorithm timed, its stream of
+# default calls against cuDNN; the suite on the GPU.  The same parts as the twenty-ninth session's
+# script, which runs them (and more), with the ninth list by default.
 # Run from the repo root after `. .gpu/opencl-on-gpu.sh`:
 #   [NAME=tenth] bash docs/perf/h200_twentyeighth.sh OUT PART...   PART: tune tiles stream tests
-set -u
-out=${1:?OUT}; shift
-here=$PWD
-export PYTHONPATH=$here/docs/perf:$here${PYTHONPATH:+:$PYTHONPATH}
-NAME=${NAME:-ninth}
-LIST=docs/perf/h200-$NAME-layers.txt
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv > "$out/smi.txt" 2>&1
-for part in "$@"; do
-    start=$SECONDS
-    case $part in
-        tune)    # every candidate's kernel time (what `clconv tune` stores), in a fresh cache
-            CLCONV_CACHE_DIR=$(mktemp -d) timeout ${TUNE_S:-420} python3 -m clconv tune $LIST --force --quiet \
-                --json "$out/tune-$NAME.json" > "$out/tune.txt" 2>&1
-            echo "tune: exit $?" ;;
-        tiles)   # every GEMM tile of the heuristic's algorithm
-            CLCONV_CACHE_DIR=$(mktemp -d) timeout ${TILES_S:-300} python3 docs/perf/gemm_all_tiles.py \
-                "$out/all-tiles-$NAME.json" $LIST > "$out/tiles.txt" 2>&1
-            echo "tiles: exit $?"; tail -2 "$out/tiles.txt" ;;
-        stream)  # the default path's stream against cuDNN (no tuning database)
-            CLCONV_CACHE_DIR=$(mktemp -d) timeout ${STREAM_S:-200} python3 -m clconv bench $LIST --check --quiet \
-                --json "$out/stream-$NAME.json" > "$out/stream.txt" 2>&1
-            echo "stream: exit $?"; grep -iE "geometric|stream of default" "$out/stream.txt" ;;
-        tests)   # the suite on the GPU (Oclgrind's own device left out), in a fresh cache
-            CLCONV_CACHE_DIR=$(mktemp -d) timeout ${TESTS_S:-300} python3 -m pytest -q -n 14 -p no:cacheprovider \
-                tests/unit tests/algorithms tests/reliability --deselect tests/reliability/test_oclgrind.py \
-                > "$out/tests.txt" 2>&1
-            echo "tests: exit $?"; grep -E "passed|failed|error" "$out/tests.txt" | tail -3 ;;
-        *) echo "unknown part $part" >&2; exit 2 ;;
-    esac
-    echo "== $part: $((SECONDS - start)) s"
-done
+NAME=${NAME:-ninth} exec bash "$(dirname "$0")/h200_twentyninth.sh" "$@"

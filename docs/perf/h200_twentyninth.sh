@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # The twenty-ninth session's GPU calls (issue 12): a list written before it was measured (the
-# eleventh, h200-eleventh-layers.txt) tuned, every GEMM tile of the
-# heuristic's algorithm timed, and its stream of default calls against cuDNN; the suite on the GPU;
-# a training loop's steps while the builds run, per count of build threads.
+# eleventh, h200-eleventh-layers.txt; NAME=X for docs/perf/h200-X-layers.txt) tuned, every GEMM tile
+# of the heuristic's algorithm timed, and its stream of default calls against cuDNN; the suite on
+# the GPU; a training loop's steps while the builds run, per count of build threads.
 # Run from the repo root after `. .gpu/opencl-on-gpu.sh`:
-#   [NAME=tenth] bash docs/perf/h200_twentyninth.sh OUT PART...   PART: steps tune tiles stream tests
+#   [NAME=pointwise-small] bash docs/perf/h200_twentyninth.sh OUT PART...   PART: steps tune tiles stream tests
 set -u
 out=${1:?OUT}; shift
 here=$PWD

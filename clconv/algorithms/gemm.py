@@ -14,6 +14,7 @@ splitk          --                           --                           implic
 
 from __future__ import annotations
 
+import mmap
 from collections import Counter
 from dataclasses import dataclass, replace
 from typing import Any, Mapping
@@ -711,6 +712,8 @@ class Gemm:
     pack_bytes: int = 0
     vectors: tuple[bool, bool] = (False, False)  # A, B read in aligned vectors (global_vectors)
     store_align: int = 1  # C stored in aligned vectors of this many elements (vector_stores)
+    pack_b_size: tuple[int, ...] = ()  # clc_pack_b's global size, where the CPU GEMM packs B (packs_b)
+    pack_b_bytes: int = 0  # the packed copy of B (workspace ``bpack``, read as B)
 
     @property
     def pack(self) -> bool:
@@ -727,10 +730,22 @@ class Gemm:
             raise RuntimeError("this GEMM reads A in place: it has no packing call")
         return call(self.source, "clc_pack_a", self.pack_size, None, Arg(self.packs), Arg("apack"), np.int32(chunk))
 
+    @property
+    def pack_b(self) -> bool:
+        return bool(self.pack_b_size)
+
+    def calls(self, a: str, b: str, c: str, bias: str | None = None, chunk: int = 0) -> list[KernelCall]:
+        """The chunk's GEMM (``call``), after B's packing where B is packed (A's packing, which may
+        serve every chunk, is the plan's to place: ``packing``)."""
+        packing = [call(self.source, "clc_pack_b", self.pack_b_size, None, Arg(b), Arg("bpack"), np.int32(chunk))]
+        return [*(packing if self.pack_b else []), self.call(a, b, c, bias, chunk)]
+
     def call(self, a: str, b: str, c: str, bias: str | None = None, chunk: int = 0) -> KernelCall:
         """clc_gemm's arguments: A, B, C (each with its offset), the bias and the residual (C when
-        absent; both only where C is the pass's result), the chunk."""
+        absent; both only where C is the pass's result), the chunk.  Where B is packed, clc_gemm reads
+        the packed copy, which ``calls`` writes first."""
         a = "apack" if self.pack else a
+        b = "bpack" if self.pack_b else b
         residual = "residual" if c in ("y", "dx") else c
         align_a, align_b = (VECTOR_ALIGN if vector else 1 for vector in self.vectors)
         return call(self.source, "clc_gemm", self.global_size, self.local_size,
@@ -739,7 +754,7 @@ class Gemm:
 
     @property
     def workspaces(self) -> dict[str, int]:
-        return {"apack": self.pack_bytes} if self.pack else {}
+        return {**({"apack": self.pack_bytes} if self.pack else {}), **({"bpack": self.pack_b_bytes} if self.pack_b else {})}
 
 
 # Views whose elements lie contiguous along their fast index (A's k where a_kfast, else m; B's n
@@ -879,6 +894,44 @@ def vector_first(problem: Problem, shape: GemmShape) -> bool:
     return not implicit or _b_row(problem, shape)[0]
 
 
+# The CPU GEMM packs B into panels (gemm_cpu.mako's B_PACKED) where a k step of its walk down B's
+# rows moves PAGE_BYTES or more, so that each step reads a line of a new page, over a walk of
+# PACK_B_MIN_K steps or more, and A has PACK_B_MIN_ROWS rows or more.  A shorter walk's pages stay in
+# the TLB; the copy reads and writes B once (8 bytes a float of B) where the GEMM does 2 M FLOPs a
+# float of B, so with fewer rows it costs more than the page misses do.  Measured on PoCL (2-core AVX2
+# EPYC, its L1 and L2 TLBs of 64 and 2048 pages), im2col's forward GEMM of 256 rows over a 32x32 image
+# (column rows of 1024 pixels, padded by a line), each pass timed in panels against in place,
+# interleaved: 0.98x the time at K = 576, 0.93x at 1152, 0.74x at 1728, 0.56x at 2304, 0.53x at 3456
+# (in place it fell from 143 to 72 GFLOP/s, in panels 133-146 throughout); DCGAN's 4x4 stride-2
+# 128 -> 256 forward (K = 2048) 0.58-0.60x; gemm1x1's forward and data gradient over 1024-1536
+# channels at 32x32 0.71-0.81x, a 1x1 weight gradient over 1568 pixels 0.86x; weight gradients over
+# 98-784 pixels and a data gradient over 64 output channels 1.04-1.19x (docs/perf/cpu_ab.py packb).
+PAGE_BYTES = mmap.PAGESIZE
+PACK_B_MIN_K = 1024
+PACK_B_MIN_ROWS = 128
+
+
+def b_row_bytes(problem: Problem, shape: GemmShape) -> int:
+    """Bytes between two consecutive rows (k and k + 1) of B where the CPU GEMM reads its rows in
+    place (_b_row), else 0."""
+    g = problem.geometry
+    if shape.b_view == "b_columns":
+        return shape.b.get("LD", shape.N) * problem.itemsize  # a clc_real workspace
+    steps = {"b_input_pointwise": g.in_pixels, "b_grad_output_cols": g.out_pixels, "b_grad_output_gather": g.out_pixels}
+    return steps.get(shape.b_view, 0) * problem.storage_itemsize
+
+
+def packs_b(problem: Problem, shape: GemmShape, tile: Mapping[str, Any]) -> bool:
+    """Whether the CPU GEMM ``tile`` reads B through a packed copy (PAGE_BYTES, PACK_B_MIN_K,
+    PACK_B_MIN_ROWS)."""
+    if not is_cpu_config(tile) or is_dot_config(tile) or shape.swapped or shape.M < PACK_B_MIN_ROWS:
+        return False
+    if (shape.ksplit or shape.K) < PACK_B_MIN_K:  # one work-item's walk: a split piece's length
+        return False
+    b_row, run = _b_row(problem, shape)
+    return b_row and run >= tile["VN"] and b_row_bytes(problem, shape) >= PAGE_BYTES
+
+
 def _cpu_gemm(problem: Problem, shape: GemmShape, tile: dict, index: str, launches: int) -> Gemm:
     """The CPU GEMM (gemm_cpu.mako): one work-item per WM x VN block of C."""
     b_row, run = _b_row(problem, shape)
@@ -886,11 +939,16 @@ def _cpu_gemm(problem: Problem, shape: GemmShape, tile: dict, index: str, launch
         # the vector loads take a run of VN columns from at most two images' rows: images smaller
         # than a vector (2x2 pixels under 16 lanes) are assembled lane by lane instead
         b_row = False
+    pack_b = packs_b(problem, shape, tile)
+    panels = -(-shape.N // tile["VN"])
+    gemms = shape.count(problem.geometry)
+    pack_b_bytes = gemms * panels * tile["VN"] * shape.K * problem.itemsize if pack_b else 0
+    if pack_b and problem.geometry.needs_int64(pack_b_bytes // problem.itemsize):
+        index = "long"
     blocks = -(-shape.M // tile["WM"])
     lm = min(tile["LX"], blocks)  # work-items per work-group along M
     nb = min(tile.get("NB", 1), -(-shape.N // tile["VN"]))  # no more blocks than N has
     packed = _packs_a(shape, {**tile, "NB": nb}, launches)
-    gemms = shape.count(problem.geometry)
     pack_bytes = gemms * blocks * tile["WM"] * shape.K * problem.itemsize if packed else 0
     if packed and problem.geometry.needs_int64(pack_bytes // problem.itemsize):
         index = "long"
@@ -898,15 +956,17 @@ def _cpu_gemm(problem: Problem, shape: GemmShape, tile: dict, index: str, launch
         "gemm_cpu.mako", problem, index, writes_result=shape.writes_result, GEMMS=shape.count(problem.geometry),
         M=shape.M, N=shape.N, K=shape.K, KSPLIT=shape.ksplit or shape.K,
         a_view=shape.a_view, b_view=shape.b_view, c_view=shape.c_view, a=shape.a, b=shape.b, c=shape.c,
-        b_row=b_row, RUN=run, WM=tile["WM"], VN=tile["VN"], LM=lm, A_PACKED=packed,
+        b_row=b_row, RUN=run, WM=tile["WM"], VN=tile["VN"], LM=lm, A_PACKED=packed, B_PACKED=pack_b,
         NB=nb, KC=tile.get("KC", CPU_DEFAULTS["KC"]),
     )
     columns = tile["VN"] * nb  # of one work-item
     global_size = (rounded(blocks, lm), -(-shape.N // columns), shape.count(problem.geometry) * shape.splits)
+    pack_b_size = (shape.K, panels, gemms) if pack_b else ()
     if not packed or shape.a_packed:
-        return Gemm(src, global_size, (lm, 1, 1))
+        return Gemm(src, global_size, (lm, 1, 1), pack_b_size=pack_b_size, pack_b_bytes=pack_b_bytes)
     return Gemm(src, global_size, (lm, 1, 1), packs="dy" if shape.a_view in PER_CHUNK_VIEWS else "w",
-                pack_size=(shape.K, blocks, gemms), pack_bytes=pack_bytes)
+                pack_size=(shape.K, blocks, gemms), pack_bytes=pack_bytes, pack_b_size=pack_b_size,
+                pack_b_bytes=pack_b_bytes)
 
 
 def gemm_calls(problem: Problem, shape: GemmShape, tile: dict, index: str, a: str, b: str, c: str,
@@ -918,7 +978,7 @@ def gemm_calls(problem: Problem, shape: GemmShape, tile: dict, index: str, a: st
     calls = [core.packing()] if core.pack else []  # one launch: a per-chunk A is the whole batch's
     if shape.swapped:
         a, b = b, a
-    return [*calls, core.call(a, b, c, bias)], core.workspaces
+    return [*calls, *core.calls(a, b, c, bias)], core.workspaces
 
 
 def tile_config(config: Mapping[str, Any]) -> dict:

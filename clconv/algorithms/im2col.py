@@ -130,13 +130,25 @@ class Im2col(Algorithm):
                 shape = replace(shape, b={**shape.b, "LD": row})
                 col_bytes = nb * g.out_pixels * g.groups * row * problem.itemsize
                 index = problem.index_type(max(col_bytes // problem.itemsize, pieces * g.weight_elements))
+        elif cpu and problem.pass_ == "forward":
+            # the column buffer's rows, each a k step of the GEMM's walk, padded where they would
+            # share the caches' sets (gemm.spread_rows): on PoCL (2-core AVX2 EPYC) DCGAN's 4x4
+            # stride-2 128 -> 256 forward at 16x16, batch 4 (rows of 1024 pixels, 4 KiB apart, its
+            # walk down 2048 rows in 16 of the L2's sets) ran in 0.82x the time with them padded
+            # (before B was packed for such long walks: gemm.packs_b)
+            row = spread_rows(shape.N, problem.itemsize, limits.of(device))
+            padded = g.groups * g.cin_per_group * g.kernel_volume * row * problem.itemsize
+            if row != shape.N and padded <= settings.workspace_limit(device):
+                shape = replace(shape, b={**shape.b, "LD": row})
+                col_bytes = padded
+                index = problem.index_type(col_bytes // problem.itemsize)
         core = gemm(problem, shape, tile, index, launches=g.batch // nb)
         calls = [core.packing()] if core.pack and not core.pack_per_chunk else []  # a weight: once for every chunk
         chunks = range(0, g.batch, nb)
         if problem.pass_ == "backward_data":  # GEMM into columns, then col2im gathers them into dx
             fold = self._fold(problem, index, nb, cpu)
             for chunk in chunks:
-                calls += [core.call("w", "dy", "col", None, chunk), fold(chunk)]
+                calls += [*core.calls("w", "dy", "col", None, chunk), fold(chunk)]
         else:  # im2col into columns, then the GEMM
             unfold = self._unfold(problem, index, nb, cpu, transposed, pow2_at_most(limits.of(device).lanes(problem.itemsize)),
                                   shape.b.get("LD", shape.N))
@@ -146,7 +158,7 @@ class Im2col(Algorithm):
                 calls.append(unfold(chunk))
                 if core.pack_per_chunk:  # the chunk's dy rows
                     calls.append(core.packing(chunk))
-                calls.append(core.call(a, "col", "partial" if in_workspace else c, bias, chunk))
+                calls += core.calls(a, "col", "partial" if in_workspace else c, bias, chunk)
             if in_workspace:  # the pieces' running sums added up (in a fixed order) and rounded to the storage once
                 calls.append(splitk_sum(problem, index, pieces, g.weight_elements))
                 return Plan(problem, self.name, config, tuple(calls),
@@ -173,7 +185,7 @@ class Im2col(Algorithm):
     def _unfold(problem: Problem, index: str, nb: int, cpu: bool, transposed: bool, lanes: int = 0, row: int = 0):
         """The call that writes one chunk's column buffer (``col``) from the input (``lanes``: the
         CPU's vector lanes, the side of clc_im2col_t_tiles' tiles; 0 where it has none; ``row``: the
-        transposed buffer's row stride, at least C_in x taps)."""
+        CPU buffer's row stride, at least C_in x taps transposed, else the chunk's pixels)."""
         g = problem.geometry
         rows = g.groups * g.cin_per_group * g.kernel_volume
         size: tuple[int, ...]
@@ -182,7 +194,8 @@ class Im2col(Algorithm):
             entry, size = "clc_im2col", (rounded(nb * g.out_pixels, 64), rows)
         else:  # with the CPU GEMM: one work-item per output row (or pixel)
             # the transposed buffer's writers take its row stride
-            strides = {"COL_T": row or g.cin_per_group * g.kernel_volume} if transposed else {}
+            strides = ({"COL_T": row or g.cin_per_group * g.kernel_volume} if transposed
+                       else {"COL_LD": row} if row and row != nb * g.out_pixels else {})
             src = source("im2col_rows.mako", problem, index, writes_result=False, chunk_batch=nb, **strides)
             lines = g.out_size[0] * g.out_size[1]
             if not transposed:

@@ -19,13 +19,14 @@
 ## Entry points:
 ##   clc_gemm    the GEMM (reading A packed when A_PACKED)
 ##   clc_pack_a  A's packed copy, asked for (and launched first) only when A_PACKED
+##   clc_pack_b  B's packed copy, asked for (and launched before each chunk's GEMM) only when B_PACKED
 ## Parameters (all baked in): geom, real, data, index, entries, epilogue, bias (the prelude's: C is
 ## the pass's result under c_nchw), GEMMS (as gemm.mako's), M, N, K, a_view/b_view/c_view and their dicts a/b/c
 ## (operands.mako), WM (rows per work-item); for clc_gemm also KSPLIT (contraction
 ## length of one split piece; K when unsplit), VN (columns per block: 4, 8 or 16), NB (blocks per
 ## work-item) and KC (the contraction's step where NB > 1), LM
 ## (work-items per work-group, along M), b_row (Python's decision that this view/geometry has a row
-## form), RUN (columns of N that are contiguous in B: N, or one image's pixels), A_PACKED.
+## form), RUN (columns of N that are contiguous in B: N, or one image's pixels), A_PACKED, B_PACKED.
 ##
 ## Types: A, B and C are clc_a_t/clc_b_t/clc_c_t (the views': clc_data for the call's tensors, read
 ## with clc_ld and the prelude's vload, clc_real for workspaces, read in place).  The packed copy of
@@ -39,6 +40,12 @@
 ## that maps every row to one cache set; dy's rows are a channel's pixels apart); packed, the
 ## transposed convolution's GEMM ran 2.3x faster on PoCL, and weight gradients in 0.83-0.95 of
 ## the time (docs/performance.md).
+##
+## B_PACKED (B's rows a page or more apart: gemm.packs_b): clc_pack_b first copies the chunk's B into
+## Bp[g][n block][k][VN], zeros past N, so that a work-item's walk down the contraction reads
+## consecutive lines of one panel instead of a line from a new page per k step: past about a thousand
+## pages a walk outruns the TLB (on PoCL, a 2-core AVX2 EPYC, im2col's forward GEMM over 32x32 images
+## fell from 143 to 72 GFLOP/s as K grew from 576 to 3456 in place, and ran at 133-146 in panels).
 <%namespace name="prelude" file="prelude.mako"/>
 <%namespace name="views" file="operands.mako"/>
 ${prelude.header(geom, real, index, data, epilogue, bias)}
@@ -51,6 +58,7 @@ ${getattr(views, c_view)(c)}
 #define CLC_NN ((clc_idx)${N})
 #define CLC_K ((clc_idx)${K})
 #define CLC_MB ${-(-M // WM)}  /* blocks of WM rows */
+#define CLC_NBLK ${-(-N // VN)}  /* panels of VN columns (B_PACKED) */
 ${prelude.entry_points(self, entries)}\
 ##
 <%def name="clc_pack_a()">
@@ -64,6 +72,21 @@ __kernel void clc_pack_a(__global const clc_a_t* restrict a_base, const long a_o
     __global clc_real* restrict dst = packed_base + packed_off + ((g * CLC_MB + mb) * CLC_K + k) * ${WM};
 % for i in range(WM):
     dst[${i}] = clc_load_a(a, g, min(mb * ${WM} + ${i}, CLC_M - 1), k, chunk);
+% endfor
+}
+</%def>\
+##
+<%def name="clc_pack_b()">
+/* global: (K, NBLK, G).  Bp[g][nb][k][v] = B(k, nb * VN + v); zeros past N, so that the GEMM reads
+   whole panels without tests (their columns are never stored). */
+__kernel void clc_pack_b(__global const clc_b_t* restrict b_base, const long b_off,
+                         __global clc_real* restrict packed_base, const long packed_off, const int chunk)
+{
+    const clc_idx k = get_global_id(0), nb = get_global_id(1), g = get_global_id(2);
+    __global const clc_b_t* restrict b = b_base + b_off;
+    __global clc_real* restrict dst = packed_base + packed_off + ((g * CLC_NBLK + nb) * CLC_K + k) * ${VN};
+% for v in range(VN):
+    dst[${v}] = nb * ${VN} + ${v} < CLC_NN ? clc_load_b(b, g, k, nb * ${VN} + ${v}, chunk) : (clc_real)0;
 % endfor
 }
 </%def>\
@@ -86,9 +109,12 @@ __kernel void clc_pack_a(__global const clc_a_t* restrict a_base, const long a_o
         "b_grad_output_gather": ("b + ((chunk + {n} / CLC_IP) * CLC_COUT + g * CLC_CO + {k}) * CLC_OP + {n} % CLC_IP",
                                  "CLC_OP"),
     }.get(b_view) if b_row else None
+    if B_PACKED:  # the packed panels (clc_pack_b): VN columns a k step, each panel whole
+        B_ROW = (f"b + (g * CLC_NBLK + {{n}} / {VN}) * CLC_K * {VN} + {{k}} * {VN}", f"{VN}")
     # a row of B as a vector: the column buffer is a clc_real workspace, the other views the call's tensors
     def b_load(ptr):
-        return f"vload{VN}(0, {ptr})" if b_view == "b_columns" else capture(prelude.vload, VN, ptr)
+        return f"vload{VN}(0, {ptr})" if b_view == "b_columns" or B_PACKED else capture(prelude.vload, VN, ptr)
+    b_t = "clc_real" if B_PACKED else "clc_b_t"  # the packed copy is read in B's place
     a_t = "clc_real" if A_PACKED else "clc_a_t"  # the packed copy is read in A's place
     # a row of C (c_matrix): the call's dw through the prelude, a workspace in place
     stored = c_view == "c_matrix" and c["stored"]
@@ -117,7 +143,7 @@ __global const clc_real* apk = ap + ${k_from} * ${WM};  /* a pointer walk: measu
 </%def>
 
 <%def name="block_columns()">
-% if B_ROW and N >= VN:
+% if B_ROW and N >= VN and not B_PACKED:
     /* The last block, when N is not a multiple of VN, computes the VN columns that end at N
        instead: its first lanes repeat columns of the block before and are not stored, and the
        rest keep the vector loads (lane-by-lane loads over the whole contraction cost this block
@@ -129,6 +155,15 @@ __global const clc_real* apk = ap + ${k_from} * ${WM};  /* a pointer walk: measu
 </%def>
 ## acc0.. += A(rows, k) x B(k, nv..nv+VN) for k in [k_from, k_to)
 <%def name="contract(k_from, k_to)">
+% if B_PACKED:
+    {
+        __global const clc_real* bp = ${B_ROW[0].format(k=k_from, n="nv")};
+        ${packed_walk(k_from)}for (clc_idx k = ${k_from}; k < ${k_to}; ++k, bp += ${B_ROW[1]}${packed_step()}) {
+            const ${vec} bv = ${b_load("bp")};
+${fmas()}
+        }
+    }
+% else:
 % if B_ROW:
     if (nv % ${RUN} + ${VN} <= ${RUN} && nv + ${VN} <= CLC_NN) {
         __global const clc_b_t* bp = ${B_ROW[0].format(k=k_from, n="nv")};
@@ -174,6 +209,7 @@ ${fmas()}
 ${fmas()}
         }
     }
+% endif
 
 </%def>
 ## C(rows, n0..) = acc0.. (through the epilogue where C is the result)
@@ -218,14 +254,14 @@ ${fmas()}
 
 __kernel __attribute__((reqd_work_group_size(${LM}, 1, 1)))
 void clc_gemm(__global const ${a_t}* restrict a_base, const long a_off,
-              __global const clc_b_t* restrict b_base, const long b_off,
+              __global const ${b_t}* restrict b_base, const long b_off,
               __global clc_c_t* restrict c_base, const long c_off,
               __global const clc_data* restrict bias_base, const long bias_off,
               __global const clc_data* restrict residual_base, const long residual_off,
               const int chunk)
 {
     __global const ${a_t}* restrict a = a_base + a_off;
-    __global const clc_b_t* restrict b = b_base + b_off;
+    __global const ${b_t}* restrict b = b_base + b_off;
     __global clc_c_t* restrict c = c_base + c_off;
     __global const clc_data* restrict bias = bias_base + bias_off;
     __global const clc_data* restrict residual = residual_base + residual_off;

@@ -14,7 +14,8 @@
 ## Parameters: geom, real, data, index, entries, epilogue, bias (the prelude's: clc_col2im_rows
 ## writes the transposed convolution's result), chunk_batch (images per launch), T (clc_im2col_t_tiles'
 ## tile side: the vector lanes), COL_T (the transposed buffer's row stride, at least CI * KV: its writers
-## need it, the others take none).
+## need it, the others take none), COL_LD (clc_im2col_rows' row stride, at least NB * OP: padded where
+## rows would share the L1's sets, gemm.spread_rows; NB * OP where not given).
 ## x and dx are the call's tensors (clc_data, read with clc_ld); the column buffer is a clc_real
 ## workspace.
 <%!
@@ -24,6 +25,7 @@
 ${prelude.header(geom, real, index, data, epilogue, bias)}
 #define CLC_NB ${chunk_batch}
 #define CLC_COLS ((clc_idx)CLC_NB * CLC_OP)     /* columns of one group's buffer */
+#define CLC_COL_LD ((clc_idx)${context.get("COL_LD") or "CLC_COLS"})   /* clc_im2col_rows' row stride */
 % if context.get("COL_T"):
 #define CLC_COL_T ((clc_idx)${context.get("COL_T")})   /* the transposed buffer's row stride: CI * KV, or padded (gemm.spread_rows) */
 % endif
@@ -43,7 +45,7 @@ __kernel void clc_im2col_rows(__global const clc_data* restrict x_base, const lo
     const int od = line / CLC_OH, oh = line % CLC_OH;
     const int id = od * CLC_SD - CLC_PD + kd * CLC_DD;
     const int ih = oh * CLC_SH - CLC_PH + kh * CLC_DH;
-    __global clc_real* restrict dst = col + row * CLC_COLS + image * CLC_OP + (clc_idx)line * CLC_OW;
+    __global clc_real* restrict dst = col + row * CLC_COL_LD + image * CLC_OP + (clc_idx)line * CLC_OW;
     if (!((uint)id < (uint)CLC_ID && (uint)ih < (uint)CLC_IH)) {
         for (int ow = 0; ow < CLC_OW; ++ow)
             dst[ow] = (clc_real)0;

@@ -2,7 +2,9 @@
 the same runner built without the change, 8 interleaved rounds, the minimum of each (a shared
 machine's drift hits both alike).  Passes where the two run the same kernels are left out.
 
-    POCL_MAX_PTHREAD_COUNT=2 python docs/perf/cpu_ab.py CHANGE DESCRIPTOR:PASSES ...
+    POCL_MAX_PTHREAD_COUNT=2 python docs/perf/cpu_ab.py CHANGE DESCRIPTOR:PASSES[:ALGORITHM] ...
+
+(ALGORITHM: that algorithm's first configuration instead of the heuristic's first candidate.)
 
 CHANGE is one of
     gemm       the CPU GEMM's column blocks (NB) and the weight gradient's dy packed per chunk
@@ -17,6 +19,8 @@ CHANGE is one of
                (its first configuration that is not a dot product), where the heuristic picks the former
     tiles      a 1x1 stride-1 weight gradient's transposed input in tiles (clc_im2col_t_tiles) against
                a pixel per work-item (clc_im2col_t)
+    packb      the CPU GEMM reading B through its packed panels (gemm.packs_b) against B's rows in place
+    fwdrows    the forward's column buffer with rows padded by a line (gemm.spread_rows) against unpadded
 e.g. ``python docs/perf/cpu_ab.py residues mb1g128ic128ih56oc128oh28kh3sh2ph1:backward_data``; the
 Winograd ones measure passes the heuristic gives Winograd (forwards of 64+ channels).
 """
@@ -88,25 +92,51 @@ def _without_tiles(problem, algorithm, config, device):
         return algorithm.plan(problem, config, device)
 
 
+def _without_b_packing(problem, algorithm, config, device):
+    with _set(gemm, "PACK_B_MIN_ROWS", 10**9):
+        return algorithm.plan(problem, config, device)
+
+
+def _without_forward_rows(problem, algorithm, config, device):
+    if problem.pass_ != "forward":  # the weight gradient's transposed rows keep their padding
+        return algorithm.plan(problem, config, device)
+    with _set(im2col, "spread_rows", lambda length, *args: length):
+        return algorithm.plan(problem, config, device)
+
+
 BEFORE = {"gemm": _without_gemm_changes, "pieces": _without_pieces, "residues": _without_residues,
           "wvectors": _without_winograd_vectors, "wpack": _without_winograd_pack, "utransform": _without_u_transform,
-          "dot": _without_dot_products, "tiles": _without_tiles}
+          "dot": _without_dot_products, "tiles": _without_tiles, "packb": _without_b_packing,
+          "fwdrows": _without_forward_rows}
+
+
+def _same_calls(before, after) -> bool:
+    """Whether two plans launch the same kernels the same way (sources compared by their rendering's
+    template and parameters: KernelSource compares by identity)."""
+    return len(before) == len(after) and all(
+        b.source.same_as(a.source) and (b.entry, b.global_size, b.local_size, b.args) == (a.entry, a.global_size, a.local_size, a.args)
+        for b, a in zip(before, after))
 
 
 def main(change, args):
     queue = runtime.profiling_queue(clconv.default_queue())
     cases = []
     for arg in args:
-        descriptor, passes = arg.split(":")
+        descriptor, passes, *named = arg.split(":")
         for pass_ in passes.split(","):
             problem = Problem(parse_descriptor(descriptor).geometry, pass_, "float32")
-            algorithm, config = planner._first_candidate(problem, queue.device)
+            if named:
+                algorithm = REGISTRY[named[0]]
+                config = algorithm.configs(problem, queue.device)[0]
+            else:
+                algorithm, config = planner._first_candidate(problem, queue.device)
             after_plan = algorithm.plan(problem, config, queue.device)
             before_plan = BEFORE[change](problem, algorithm, config, queue.device)
-            if before_plan.calls == after_plan.calls:
+            if _same_calls(before_plan.calls, after_plan.calls):
                 continue
             before, after = planner.build(before_plan, queue), planner.build(after_plan, queue)
-            cases.append((f"{descriptor} {pass_}", runtime.random_operands(problem, queue), before, after))
+            cases.append((f"{descriptor} {pass_}{' ' + named[0] if named else ''}", runtime.random_operands(problem, queue),
+                          before, after))
     best = collections.defaultdict(lambda: math.inf)
     for round_ in range(8):
         for name, operands, before, after in cases:

@@ -425,6 +425,68 @@ def test_cpu_weight_gradient_with_spread_column_rows(queue, rng, monkeypatch, ta
         limits.register(queue.device, found)
 
 
+PACKED_B_CASES = [  # (algorithm, pass, geometry, config): each B view the CPU GEMM packs
+    ("im2col", "forward", ODD_3X3, "wm4-vn8"),             # column buffer, 162 columns: a partial last panel
+    ("im2col", "forward", GROUPED, "wm3-vn4-nb4"),         # two groups' panels; blocks of columns, k steps of 5
+    ("im2col", "backward_data", "n2g1c6o9i9x9k3x3s1x1p1x1d1x1", "wm4-vn8"),  # dy's rows (b_grad_output_cols)
+    ("gemm1x1", "forward", ODD_1X1, "wm4-vn8"),            # the input in place: runs of 8 cross 25-pixel images
+    ("gemm1x1", "backward_data", ODD_1X1, "wm8-vn16"),     # dy in place, 75 columns under 16 lanes
+    ("im2col", "backward_weight", ODD_3X3, "wm4-vn8"),     # the transposed column buffer, its contraction in pieces
+]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+@pytest.mark.parametrize("chunked", [False, True], ids=["whole-batch", "per-image"])
+@pytest.mark.parametrize("algorithm, pass_, tag, config", PACKED_B_CASES,
+                         ids=[f"{a}-{p}-{c}" for a, p, _, c in PACKED_B_CASES])
+def test_cpu_gemm_reads_b_packed(queue, rng, monkeypatch, algorithm, pass_, tag, config, chunked, dtype):
+    # B copied into panels of VN columns before the GEMM (gemm.packs_b), as a CPU packs B whose rows
+    # lie a page or more apart: here every row counts as a page apart and every M and K as large enough
+    from clconv.algorithms import gemm as gemm_module
+
+    monkeypatch.setattr(gemm_module, "PAGE_BYTES", 4)
+    monkeypatch.setattr(gemm_module, "PACK_B_MIN_ROWS", 1)
+    monkeypatch.setattr(gemm_module, "PACK_B_MIN_K", 1)
+    caches.clear_caches()  # the prepared runners are keyed without the rule: none from another test
+    problem = Problem(geometry(tag), pass_, dtype)
+    g = problem.geometry
+    if chunked and algorithm == "im2col":  # one image's column buffer per chunk
+        monkeypatch.setenv("CLCONV_WORKSPACE_LIMIT", str(g.groups * g.cin_per_group * g.kernel_volume * g.out_pixels * 4))
+    elif chunked:
+        pytest.skip(f"{algorithm} runs the whole batch in one GEMM")
+    try:
+        plan = REGISTRY[algorithm].plan(problem, CPU[config], queue.device)
+        entries = [c.entry for c in plan.calls]
+        packs, gemms = entries.count("clc_pack_b"), entries.count("clc_gemm")
+        assert packs == gemms >= (g.batch if chunked else 1), entries
+        assert all(entries[i + 1] == "clc_gemm" for i, e in enumerate(entries) if e == "clc_pack_b")
+        assert "bpack" in plan.workspaces
+        run_prepared(queue, rng, problem, REGISTRY[algorithm], CPU[config])
+    finally:
+        caches.clear_caches()
+
+
+def test_cpu_gemm_packs_b_only_where_rows_are_a_page_apart(queue):
+    # the rule itself: rows of B a page or more apart, a walk of PACK_B_MIN_K steps or more (a split
+    # piece's), M of PACK_B_MIN_ROWS or more; never for the GPU tiles or the dot products
+    from clconv.algorithms import gemm as gemm_module
+    from clconv.algorithms.gemm import forward_shape, packs_b
+
+    page, k, m = gemm_module.PAGE_BYTES, gemm_module.PACK_B_MIN_K, gemm_module.PACK_B_MIN_ROWS
+
+    def rule(cin, cout, pixels, ksplit=0, tile=CPU["wm4-vn8"]):
+        problem = Problem(geometry(f"n1g1c{cin}o{cout}i{pixels}x1k1x1s1x1p0x0d1x1"), "forward", "float32")
+        return packs_b(problem, replace(forward_shape(problem.geometry, "b_input_pointwise"), ksplit=ksplit), tile)
+
+    assert rule(k, m, page // 4)
+    assert not rule(k, m, page // 4 - 4)  # rows under a page apart
+    assert not rule(k - 1, m, page // 4)  # a shorter walk
+    assert not rule(2 * k, m, page // 4, ksplit=k - 1)  # split into shorter pieces
+    assert not rule(k, m - 1, page // 4)  # fewer rows
+    assert not rule(k, m, page // 4, tile=dict(zip(TILE_KEYS, TILES["vw2"])))
+    assert not rule(k, m, page // 4, tile=DOT["wm4-wn6"])
+
+
 # -- the CPU weight gradient as dot products (kernels/gemm_cpu_dot.mako) ---------------------------------
 
 DOT = {"wm4-wn6": dot_config(4, 6, 8), "wm3-wn4": dot_config(3, 4, 2)}

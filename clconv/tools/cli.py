@@ -269,8 +269,8 @@ def _run_config(call: OpCall, problem: Problem, algorithm: Any, config: dict, qu
     """Launch one (algorithm, tile configuration) on the canonical operands; the canonical result."""
     spec = PASS_TABLE[call.pass_]
     arrays = {role: cl_array.to_device(queue, np.ascontiguousarray(a, dtype)) for role, a in call.canonical.items()}
-    arrays[spec.result] = cl_array.empty(queue, spec.shape(spec.result, call.geometry), dtype)
-    arrays[spec.result].fill(np.nan)
+    # poisoned from the host, as _run_op's (fill() would build a kernel in half or bfloat16)
+    arrays[spec.result] = cl_array.to_device(queue, np.full(spec.shape(spec.result, call.geometry), np.nan, dtype))
     runner = planner.prepare(problem, algorithm, config, queue)
     events = runner.run(queue, {role: Operand(a.base_data, a.offset // a.dtype.itemsize) for role, a in arrays.items()})
     events[-1].wait()

@@ -86,6 +86,16 @@ def test_check_all_configs_runs_every_tile_configuration():
     assert text.splitlines()[-1] == f"{len(configs)} configuration(s) run, 0 algorithm(s) skipped: all passed"
 
 
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_check_all_configs_with_half_storage(dtype):
+    # each configuration's result is poisoned from the host: pyopencl's fill() would build a kernel
+    # in the dtype, which fails for bfloat16 and for float16 without cl_khr_fp16 (PoCL on some CPUs)
+    code, text = run_cli("check", "conv1d", "--input", "2,3,13", "--weight", "2,3,3", "--padding", "1",
+                         "--dtype", dtype, "--algorithm", "direct", "--all-configs")
+    assert code == 0, text
+    assert "ERROR" not in text and text.splitlines()[-1].endswith("all passed"), text
+
+
 def _copy_direct_template(folder, replace: tuple[str, str]):
     source = (builtin_template_dir() / "direct.mako").read_text()
     assert replace[0] in source, "the built-in direct.mako changed; update this test's edit"

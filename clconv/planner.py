@@ -295,18 +295,22 @@ def _small_long_gemm(problem: Problem, contraction: int, low: int | None = None)
 def _small_pointwise_data_to_splitk(problem: Problem) -> bool:
     """Whether split-K comes first for a small 1x1 layer's data gradient on a GPU: the forward's rule
     (_small_forward_to_splitk) for its GEMM, whose contraction is the output channels (from
-    SPLITK_FORWARD_MIN_CONTRACTION), stride 1 (a strided one goes to im2col:
-    _strided_pointwise_data_to_columns), one group, channels-first.  gemm1x1 runs dx's few tiles
-    over the whole contraction there.  On an H100 (docs/perf/h100-tune-pointwise-small.json, 13
-    small 1x1 layers written before they were measured) split-K's best ran all 8 such data
-    gradients in 0.26-0.89x gemm1x1's time (ResNet-50's 1x1 512 -> 2048 at 7x7, batch 1: 0.022
+    SPLITK_FORWARD_MIN_CONTRACTION), any stride (before the strided 1x1 rule's im2col:
+    _strided_pointwise_data_to_columns), one group, channels-first.  gemm1x1 and im2col run dx's
+    few tiles over the whole contraction there.  On an H100 (docs/perf/h100-tune-pointwise-small.json,
+    13 small 1x1 layers written before they were measured) split-K's best ran all 8 such stride-1
+    data gradients in 0.26-0.89x gemm1x1's time (ResNet-50's 1x1 512 -> 2048 at 7x7, batch 1: 0.022
     against 0.085 ms; VGG's fc7 as a 1x1 convolution at batch 4: 0.075 against 0.257), and gemm1x1
     was the best of every candidate on the 4 of 128-320 output channels; the eleventh list's
     classifier head, 1x1 2048 -> 1000 at batch 1, from which the rule was drafted before that list
-    was tuned: 0.65x (docs/perf/h100-tune-eleventh.json)."""
+    was tuned: 0.65x (docs/perf/h100-tune-eleventh.json).  Strided ones since the thirtieth session:
+    that list's ResNet-50 shortcut 1024 -> 2048 at batch 1 ran im2col at 2.11x split-K's time, and
+    on 9 small projection shortcuts written afterwards, before they were measured
+    (docs/perf/h100-tune-strided-small.json) split-K's best ran the 7 data gradients the rule takes
+    in 0.37-0.96x im2col's best (its first configuration within 1.11x of its best), while the two
+    just outside it went the other way: 512 output channels 1.64x, 392 MFLOP (batch 2) 1.11x."""
     g = problem.geometry
-    return (problem.pass_ == "backward_data" and g.is_pointwise and max(g.stride) == 1
-            and _small_long_gemm(problem, g.cout_per_group))
+    return problem.pass_ == "backward_data" and g.is_pointwise and _small_long_gemm(problem, g.cout_per_group)
 
 
 def _unfilled_forward_to_splitk(problem: Problem, device: cl.Device) -> bool:

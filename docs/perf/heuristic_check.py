@@ -107,6 +107,10 @@ SETS = {  # name: (shape specs, batch override, tuning run)
     # H100 with split-K first for their forwards and stride-1 data gradients (its first
     # configurations timed, then the others' as usual)
     "pointwise-small": ([str(HERE / "h200-pointwise-small-layers.txt")], None, "h100-tune-pointwise-small.json"),
+    # small strided 1x1 layers (projection shortcuts), written (thirtieth session) before they were
+    # measured, to judge split-K first for small 1x1 data gradients of any stride; tuned on an H100
+    # with that rule in place
+    "strided-small": ([str(HERE / "h200-strided-small-layers.txt")], None, "h100-tune-strided-small.json"),
 }
 
 # Runs that re-timed every tile of some layer-passes after their kernel changed: their times replace

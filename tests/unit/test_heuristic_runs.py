@@ -32,14 +32,16 @@ def judged():
 
 
 def test_every_stored_layer_pass_is_judged(judged):
-    # 1222 stored, less the unseen list's batch-1 1x1 2048 -> 512 forward: split-K, its first
+    # 1249 stored, less the unseen list's batch-1 1x1 2048 -> 512 forward: split-K, its first
     # candidate since 1x1 forwards may go to it, was not a candidate when that list was tuned
-    assert sum(len(rows) for rows in judged.values()) == 1221
+    assert sum(len(rows) for rows in judged.values()) == 1248
 
 
-# the small 1x1 list (1.17x): gemm1x1's forwards over 256-512 channels at 1.24-1.39x the implicit
-# GEMM's time, and weight gradients in direct at 1.35-1.41x gemm1x1's
-SET_BOUNDS = {"strided 1x1": 1.22, "pointwise-small": 1.17}  # the geometric mean each set's first candidates must stay within
+# the small 1x1 list (1.15x): gemm1x1's forwards over 256-512 channels at 1.24-1.39x the implicit
+# GEMM's time, and weight gradients in direct at 1.35-1.41x gemm1x1's; the small strided 1x1 list
+# (1.18x): gemm1x1's forwards over 512 channels at 1.42-1.45x split-K's time (under its contraction
+# floor), weight gradients in direct (1.64x) and gemm1x1's first tile (1.23-1.41x its best)
+SET_BOUNDS = {"strided 1x1": 1.22, "pointwise-small": 1.15, "strided-small": 1.18}  # the geometric mean each set's first candidates must stay within
 # the worst first candidate of a set may be at most 2x the best (the closing holdout's ESPCN weight
 # gradient, 2.02x, and the fresh list's RegNetY data gradient, 2.15x, were until Winograd served
 # large passes of fewer channels, 2026-12-04).  The ninth list's CycleGAN output layer (7x7,
@@ -47,9 +49,7 @@ SET_BOUNDS = {"strided 1x1": 1.22, "pointwise-small": 1.17}  # the geometric mea
 # time (direct's blocks of one output channel 1.37x): three output channels are under every channel
 # minimum of Winograd's weight gradient (planner._winograd_pays), set on layers of 8-26 channels;
 # a known miss, not fitted to this one layer
-# the small 1x1 list's strided 1024 -> 2048 data gradient runs im2col (the strided 1x1 rule) at
-# 2.11x split-K's time
-WORST_BOUNDS: dict[str, float] = {"ninth": 3.1, "pointwise-small": 2.15}
+WORST_BOUNDS: dict[str, float] = {"ninth": 3.1}
 
 
 def test_the_first_candidate_stays_near_the_best(judged):
@@ -124,7 +124,10 @@ def test_the_first_candidate_stays_near_the_best(judged):
     then, before it was measured (pointwise-small): 1.339x (worst 3.92x, gemm1x1's data gradients);
     with those of 576+ output channels to split-K (planner._small_pointwise_data_to_splitk, drafted
     from the eleventh list's head before the list was tuned): 1.169x there, 1.054x over 1221
-    (1.042x) with split-K's weights refitted on it.
+    (1.042x) with split-K's weights refitted on it.  Its strided 1024 -> 2048 data gradient ran
+    im2col at 2.11x split-K's time; a list of 9 small strided 1x1 layers written then, before it was
+    measured (thirtieth session, H100), to judge the rule for any stride: 1.344x as found (worst
+    2.69x), 1.179x with it (worst 1.64x); the small 1x1 list 1.147x; 1.056x over 1248 (1.044x).
     The strided 1x1 list (9 data gradients) stays at 1.21x: im2col's first GEMM tile there runs
     1.2-1.5x its best on three layers, a known miss its bound records."""
     everything = [r["ratio"] for rows in judged.values() for r in rows]

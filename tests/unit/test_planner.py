@@ -647,12 +647,15 @@ def test_gpu_heuristic_takes_wide_short_weight_gradients_to_im2col(tag, wanted):
     ("n1g1c512o2048i7x7k1x1s1x1p0x0d1x1", True),      # 2048 output channels: 0.26x gemm1x1's time
     ("n4g1c4096o4096i1x1k1x1s1x1p0x0d1x1", True),     # VGG's fc7 as a 1x1 convolution: 0.29x
     ("n1g1c1024o256i14x14k1x1s1x1p0x0d1x1", False),   # 256 output channels: gemm1x1 the best
-    ("n1g1c1024o2048i14x14k1x1s2x2p0x0d1x1", False),  # strided: im2col (the strided 1x1 rule)
+    ("n1g1c1024o2048i14x14k1x1s2x2p0x0d1x1", True),   # strided: 0.47x im2col's time
+    ("n1g1c1024o2048i10x10k1x1s2x2p0x0d1x1", True),   # strided, 100 MFLOP: 0.37x
+    ("n1g1c256o512i56x56k1x1s2x2p0x0d1x1", False),    # strided, 512 output channels: im2col
+    ("n2g1c1024o2048i14x14k1x1s2x2p0x0d1x1", False),  # strided, 392 MFLOP: im2col
     ("n32g1c256o1024i14x14k1x1s1x1p0x0d1x1", False),  # 3.3 GFLOP: many tiles
 ])
 def test_gpu_heuristic_cuts_small_pointwise_data_gradients(tag, wanted):
-    """planner._small_pointwise_data_to_splitk: a small 1x1 stride-1 layer's data gradient over 576
-    or more output channels runs split-K first on GPUs; never on a CPU."""
+    """planner._small_pointwise_data_to_splitk: a small 1x1 layer's data gradient over 576 or more
+    output channels, of any stride, runs split-K first on GPUs; never on a CPU."""
     problem = _problem(tag, "backward_data")
     assert (heuristic_order(problem, H200_LIKE)[0] == "splitk") is wanted, heuristic_order(problem, H200_LIKE)
     assert heuristic_order(problem, fake_device(gpu=False, compute_units=2))[0] != "splitk"

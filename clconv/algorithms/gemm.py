@@ -947,20 +947,20 @@ def _cpu_gemm(problem: Problem, shape: GemmShape, tile: dict, index: str, launch
         index = "long"
     blocks = -(-shape.M // tile["WM"])
     lm = min(tile["LX"], blocks)  # work-items per work-group along M
-    nb = min(tile.get("NB", 1), -(-shape.N // tile["VN"]))  # no more blocks than N has
+    nb = min(tile.get("NB", 1), panels)  # no more blocks than N has
     packed = _packs_a(shape, {**tile, "NB": nb}, launches)
     pack_bytes = gemms * blocks * tile["WM"] * shape.K * problem.itemsize if packed else 0
     if packed and problem.geometry.needs_int64(pack_bytes // problem.itemsize):
         index = "long"
     src = source(
-        "gemm_cpu.mako", problem, index, writes_result=shape.writes_result, GEMMS=shape.count(problem.geometry),
+        "gemm_cpu.mako", problem, index, writes_result=shape.writes_result, GEMMS=gemms,
         M=shape.M, N=shape.N, K=shape.K, KSPLIT=shape.ksplit or shape.K,
         a_view=shape.a_view, b_view=shape.b_view, c_view=shape.c_view, a=shape.a, b=shape.b, c=shape.c,
         b_row=b_row, RUN=run, WM=tile["WM"], VN=tile["VN"], LM=lm, A_PACKED=packed, B_PACKED=pack_b,
         NB=nb, KC=tile.get("KC", CPU_DEFAULTS["KC"]),
     )
     columns = tile["VN"] * nb  # of one work-item
-    global_size = (rounded(blocks, lm), -(-shape.N // columns), shape.count(problem.geometry) * shape.splits)
+    global_size = (rounded(blocks, lm), -(-shape.N // columns), gemms * shape.splits)
     pack_b_size = (shape.K, panels, gemms) if pack_b else ()
     if not packed or shape.a_packed:
         return Gemm(src, global_size, (lm, 1, 1), pack_b_size=pack_b_size, pack_b_bytes=pack_b_bytes)

@@ -53,6 +53,11 @@ class Limits:
     l1_ways: int = 0
     l1_way_bytes: int = 0
     l1_line: int = 64
+    # The fence that makes a work-item's global stores visible to the whole device before its work-group
+    # takes an atomic ticket, so that the work-group drawing a counter's last ticket may read them
+    # (split-K in one launch: gemm.mako's FINISH): "mem_fence" (OpenCL's), "membar.gl" (inline PTX),
+    # or "" where none is known (handoff_fence_of).
+    handoff_fence: str = ""
 
     def lanes(self, itemsize: int) -> int:
         """Native vector lanes for elements of ``itemsize`` bytes."""
@@ -123,8 +128,38 @@ def _probe(device: cl.Device, context: cl.Context | None) -> Limits:
         gpu=bool(device.type & cl.device_type.GPU),
         float_lanes=max(1, device.native_vector_width_float),
         double_lanes=max(1, device.native_vector_width_double),
+        handoff_fence=handoff_fence_of(device),
         **caches,
     )
+
+
+NVIDIA_VENDOR_ID = 0x10DE
+# Whether NVIDIA's GPUs take the handoff with inline PTX's membar.gl: not until the fence in its PTX
+# and the results are checked on a GPU (docs/perf/h100_one_launch.sh; no GPU came for it yet)
+NVIDIA_HANDOFF = False
+
+
+def handoff_fence_of(device: cl.Device) -> str:
+    """The fence by which ``device``'s work-groups may hand results to each other through an atomic
+    counter (Limits.handoff_fence); OpenCL 1.2 leaves memory consistency between work-groups to the
+    implementation, so only where checked:
+
+    * a CPU device (and nothing else: Oclgrind's simulator calls itself every type at once):
+      OpenCL's ``mem_fence``.  Its work-groups are threads on cores with coherent caches, and the
+      atomic is a locked instruction; the suite runs split-K in one launch bit for bit against two
+      on PoCL, Intel's CPU runtime and Mesa's rusticl on llvmpipe.
+    * an NVIDIA GPU, once checked (NVIDIA_HANDOFF): inline PTX ``membar.gl``, CUDA's __threadfence
+      (its last-block reduction is this pattern).  NVIDIA's compiler lowers
+      ``mem_fence(CLK_GLOBAL_MEM_FENCE)`` to ``membar.cta``, a work-group's scope (seen in the PTX:
+      docs/perf/splitk_one_launch.py), though all 66 layer-passes matched two launches with it.
+    * anything else: none.  Other GPUs' compilers may lower the OpenCL 1.2 fence to a work-group's
+      scope too; they keep split-K's second launch until checked."""
+    kind = device.type
+    if kind & cl.device_type.CPU and not kind & (cl.device_type.GPU | cl.device_type.ACCELERATOR):
+        return "mem_fence"
+    if NVIDIA_HANDOFF and kind & cl.device_type.GPU and device.vendor_id == NVIDIA_VENDOR_ID:
+        return "membar.gl"
+    return ""
 
 
 def data_caches(cpu: Path) -> tuple[int, int]:

@@ -143,6 +143,11 @@ class KernelCall:
                 raise TypeError(f"{self.entry}: a literal kernel argument must be a numpy scalar, got {item!r}")
 
 
+# Workspaces whose buffers must hold zeros when allocated: counters that the kernels using them
+# leave at zero again (split-K's ``tickets``: gemm.mako's FINISH), so a kept buffer is zeroed once.
+ZEROED_WORKSPACES = frozenset({"tickets"})
+
+
 @dataclass(frozen=True)
 class Plan:
     """What ``algorithm`` with ``config`` runs for ``problem``: calls in order, and the bytes of

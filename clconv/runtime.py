@@ -15,7 +15,7 @@ import pyopencl as cl
 
 from .caches import Cache
 from .dtypes import numpy_dtype
-from .plan import Arg, KernelCall, Plan, Problem
+from .plan import ZEROED_WORKSPACES, Arg, KernelCall, Plan, Problem
 
 
 @dataclass
@@ -214,13 +214,18 @@ class Runner:
 
     def _allocate(self, queue: cl.CommandQueue, reuse: dict[str, cl.Buffer]) -> dict[str, cl.Buffer]:
         """A buffer per workspace: the one in ``reuse`` if it is large enough, else a new one
-        (which replaces it in ``reuse``)."""
+        (which replaces it in ``reuse``); a counter workspace (ZEROED_WORKSPACES) starts as zeros."""
         spaces = {}
         for name, size in self.workspaces.items():
             buffer = reuse.get(name)
             if buffer is None or buffer.size < size:
                 try:
-                    buffer = cl.Buffer(queue.context, cl.mem_flags.READ_WRITE, max(size, 1))
+                    if name in ZEROED_WORKSPACES:
+                        zeros = np.zeros(max(size, 1), np.uint8)
+                        buffer = cl.Buffer(queue.context, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR,
+                                           hostbuf=zeros)
+                    else:
+                        buffer = cl.Buffer(queue.context, cl.mem_flags.READ_WRITE, max(size, 1))
                 except cl.Error as exc:
                     raise self._fail(f"could not allocate its {size}-byte workspace {name!r}", None, exc) from exc
                 reuse[name] = buffer

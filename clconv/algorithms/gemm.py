@@ -25,7 +25,7 @@ from .. import limits
 from ..limits import pow2_at_most
 from ..geometry import ConvGeometry
 from ..plan import CHANNELS_FIRST, Arg, KernelCall, KernelSource, Problem, rounded
-from .base import call, source
+from .base import call, epilogue_args, source
 
 
 # -- tile configurations ---------------------------------------------------------------------------
@@ -573,7 +573,8 @@ class GemmShape:
     def writes_result(self) -> bool:
         """Whether C is the pass's result (an activation, through the epilogue), not a weight
         gradient or a workspace."""
-        return self.c_view in ("c_nchw", "c_nhwc", "c_nchw_scatter") and not self.c.get("partial")
+        finished = not self.c.get("partial") or self.c.get("finish")  # a split's sum in the same launch
+        return self.c_view in ("c_nchw", "c_nhwc", "c_nchw_scatter") and bool(finished)
 
     @property
     def reads_activations(self) -> bool:
@@ -714,6 +715,11 @@ class Gemm:
     store_align: int = 1  # C stored in aligned vectors of this many elements (vector_stores)
     pack_b_size: tuple[int, ...] = ()  # clc_pack_b's global size, where the CPU GEMM packs B (packs_b)
     pack_b_bytes: int = 0  # the packed copy of B (workspace ``bpack``, read as B)
+    # split-K in one launch (C's view given "finish"): the result's role, its bias and residual
+    # arguments, and the counters of the last piece per output tile (workspace ``tickets``)
+    finish: str | None = None
+    finish_epilogue: tuple[Arg, Arg] | None = None
+    tickets: int = 0
 
     @property
     def pack(self) -> bool:
@@ -748,13 +754,19 @@ class Gemm:
         b = "bpack" if self.pack_b else b
         residual = "residual" if c in ("y", "dx") else c
         align_a, align_b = (VECTOR_ALIGN if vector else 1 for vector in self.vectors)
+        epilogue = self.finish_epilogue or (Arg(bias or c, fallback=c), Arg(residual, fallback=c))
+        finish = (Arg("tickets", with_offset=False), Arg(self.finish)) if self.finish else ()
         return call(self.source, "clc_gemm", self.global_size, self.local_size,
                     Arg(a, align=align_a), Arg(b, align=align_b), Arg(c, align=self.store_align),
-                    Arg(bias or c, fallback=c), Arg(residual, fallback=c), np.int32(chunk))
+                    *epilogue, np.int32(chunk), *finish)
 
     @property
     def workspaces(self) -> dict[str, int]:
-        return {**({"apack": self.pack_bytes} if self.pack else {}), **({"bpack": self.pack_b_bytes} if self.pack_b else {})}
+        return {**({"apack": self.pack_bytes} if self.pack else {}), **({"bpack": self.pack_b_bytes} if self.pack_b else {}),
+                **({"tickets": self.tickets * TICKET_BYTES} if self.finish else {})}
+
+
+TICKET_BYTES = 4  # one OpenCL int: a tile's count of finished pieces (gemm.mako's FINISH)
 
 
 # Views whose elements lie contiguous along their fast index (A's k where a_kfast, else m; B's n
@@ -847,6 +859,8 @@ def gemm(problem: Problem, shape: GemmShape, tile: dict, index: str, launches: i
     if shape.a_packed and not (is_cpu_config(tile) and not is_dot_config(tile)):
         raise ValueError(f"A in the CPU GEMM's packed layout is read by CPU GEMM tiles only, not {dict(tile)}")
     if is_cpu_config(tile):
+        if shape.c.get("finish"):
+            raise ValueError(f"the CPU GEMM configuration {tile} sums split pieces in a second launch only")
         if problem.layout != CHANNELS_FIRST and shape.reads_activations:  # its row loads and stores assume channels-first activations
             raise ValueError(f"the CPU GEMM configuration {tile} reads channels_first activations only")
         return _cpu_gemm(problem, shape, tile, index, launches)
@@ -867,7 +881,16 @@ def gemm(problem: Problem, shape: GemmShape, tile: dict, index: str, launches: i
         rounded(shape.M, tile["TM"]) // tile["WM"],
         shape.count(geometry) * shape.splits,
     )
-    return Gemm(src, global_size, local, vectors=(gva, gvb), store_align=store or 1)
+    if not shape.c.get("finish"):
+        return Gemm(src, global_size, local, vectors=(gva, gvb), store_align=store or 1)
+    if shape.c.get("fence") not in ("mem_fence", "membar.gl"):
+        raise ValueError(f"a one-launch split needs a device-scope fence (limits.handoff_fence_of), not {shape.c.get('fence')!r}")
+    if shape.c["finish"] != shape.splits:
+        raise ValueError(f"a one-launch split sums {shape.splits} pieces, not {shape.c['finish']}")
+    tiles = -(-shape.N // tile["TN"]) * -(-shape.M // tile["TM"]) * shape.count(geometry)
+    epilogue = epilogue_args(problem) if shape.writes_result else None
+    return Gemm(src, global_size, local, vectors=(gva, gvb), store_align=store or 1,
+                finish=problem.spec.result, finish_epilogue=epilogue, tickets=tiles)
 
 
 def _b_row(problem: Problem, shape: GemmShape) -> tuple[bool, int]:

@@ -1,5 +1,6 @@
 """Split-K: a pass's contraction cut into equal pieces, each a GEMM into its own partial result,
-then summed in a fixed order by a second kernel (deterministic).  Made for weight gradients, whose
+then summed in a fixed order (deterministic) by a second kernel, or by the GEMM's own launch where
+the device lets its work-groups hand results over (SplitK.one_launch).  Made for weight gradients, whose
 GEMM is small (C_out x C_in*taps) with a long contraction (batch x pixels): without a split it runs
 a handful of work-groups.  The forward and the data gradient of a small problem (batch 1, a 7x7 or
 14x14 image) are the same case over channels x taps: their implicit GEMMs (implicit_gemm's views)
@@ -11,7 +12,7 @@ import bisect
 import functools
 import math
 from dataclasses import replace
-from typing import Any
+from typing import Any, Mapping
 
 from .. import limits, settings
 from ..passes import PASSES
@@ -107,8 +108,8 @@ class SplitK(Algorithm):
     passes = PASSES
     layouts = LAYOUTS
     description = ("the implicit GEMM with its contraction (batch x pixels for the weight gradient, channels "
-                   "x taps for the others) cut into pieces of whole TK steps, summed by a second kernel in a "
-                   "fixed order")
+                   "x taps for the others) cut into pieces of whole TK steps, summed in a fixed order by a second "
+                   "kernel or, where the device lets work-groups hand results over, by each tile's last piece")
     MIN_PIECE = 256  # contraction per piece below which the extra partial traffic does not pay
     # The forward's and data gradient's pieces: their partials are the result's size (a weight
     # gradient's are the weight's, however long its contraction), and they serve small problems,
@@ -116,6 +117,14 @@ class SplitK(Algorithm):
     MIN_RESULT_PIECE = 128
 
     MAX_PIECES = 256
+    # GPU tiles sum their pieces in the GEMM's launch (one_launch); False: a second kernel sums them
+    ONE_LAUNCH = True
+    # The most loads of partials one work-item of a tile's last piece makes in its sum (pieces x its
+    # register block), for the sum to stay in the GEMM's launch.  That sum runs on one work-group per
+    # tile after the tile's GEMM, where the second kernel spreads it over the device: on an H100 over
+    # 66 layer-passes (docs/perf/splitk_one_launch.py, h100-splitk-one-launch.json) one launch ran
+    # 0.55-1.10x two launches' kernel time at 16-128 loads (a launch's gap saved), 1.0-1.6x at 256-4192.
+    FINISH_MAX_LOADS = 128
     FILL = 4  # work-groups per compute unit a cut aims at on a CPU: enough to fill it, with slack
     FILL_ITEMS = 512  # work-items per compute unit a cut aims at on a GPU (splits_for)
 
@@ -264,17 +273,32 @@ class SplitK(Algorithm):
         return min(near, key=lambda s: (self.fill_miss(fit, tile, tiles, s),
                                         self.piece_length(shape.K, s, tk) * s != shape.K, s))
 
+    def one_launch(self, problem: Problem, config: Mapping[str, Any], device) -> bool:
+        """Whether the pieces are summed by the GEMM's own launch (the last piece of each output
+        tile to finish sums them: gemm.mako's FINISH) rather than by a second kernel: GPU tiles
+        (ONE_LAUNCH) on a device whose work-groups may hand results to each other
+        (limits.Limits.handoff_fence), where the sum is short (FINISH_MAX_LOADS).  The sum is the
+        same, in the same order, so the result is bit for bit the two launches'."""
+        if not (self.ONE_LAUNCH and not is_cpu_config(config) and limits.of(device).handoff_fence):
+            return False
+        return config["splits"] * config["WM"] * config["WN"] <= self.FINISH_MAX_LOADS
+
     def plan(self, problem, config, device):
         splits = config["splits"]
         tk = tile_extent(tile_config(config))[2]
         shape = self.shape(problem, ksplit=self.piece_length(self.shape(problem).K, splits, tk))
+        one_launch = self.one_launch(problem, config, device)
+        if one_launch:
+            shape = replace(shape, c={**shape.c, "finish": splits, "fence": limits.of(device).handoff_fence})
         elements = result_elements(problem)
         index = problem.index_type(elements * splits)
         a, b, _, _ = IMPLICIT_ROLES[problem.pass_]
         calls, workspaces = gemm_calls(problem, shape, tile_config(config), index, a, b, "partial")
-        if problem.pass_ == "backward_weight":
-            total = splitk_sum(problem, index, splits, elements)
+        if one_launch:
+            total = []
+        elif problem.pass_ == "backward_weight":
+            total = [splitk_sum(problem, index, splits, elements)]
         else:
-            total = splitk_result(problem, index, splits)
-        return Plan(problem, self.name, config, (*calls, total),
+            total = [splitk_result(problem, index, splits)]
+        return Plan(problem, self.name, config, (*calls, *total),
                     {"partial": splits * elements * problem.itemsize, **workspaces})

@@ -27,6 +27,12 @@
 ## says where: on an H200 they cut the 1x1 1024 layer's registers from 254 to 125 a work-item and
 ## its time by up to 22%), GV (the config key they come from; unused here).
 ##
+## Split-K in one launch (c["finish"], the piece count): the kernel also takes `tickets` (one
+## counter per output tile of one piece, zero between launches) and the result; after its piece's
+## partials, each work-group counts itself in, and the last of a tile's pieces to arrive sums them
+## in order into the result (clc_finish_c) and sets the counter back to zero.  Nothing waits on
+## another work-group, so any order of running them is safe.
+##
 ## Operand views with a vector form also define  clc_idx clc_at_a(g, m, k, chunk)  (clc_at_b(g, k,
 ## n, chunk)): the element's index in its buffer, contiguous along the fast index.
 <%namespace name="prelude" file="prelude.mako"/>
@@ -62,6 +68,10 @@ ${prelude.entry_points(self, entries)}\
     CHECK_M = M % TM != 0
     CHECK_N = N % TN != 0
     CHECK_K = (K % TK != 0) or (KSPLIT % TK != 0)
+    FINISH = c.get("finish", 0)
+    # a fence of the whole device's scope (limits.handoff_fence_of): NVIDIA's compiler lowers
+    # mem_fence(CLK_GLOBAL_MEM_FENCE) to a work-group's (membar.cta)
+    device_fence = 'asm volatile("membar.gl;" ::: "memory");' if c.get("fence") == "membar.gl" else "mem_fence(CLK_GLOBAL_MEM_FENCE);"
     A_STRIDE = TM + LPAD
     B_STRIDE = TN + LPAD
     vec = real if VW == 1 else f"{real}{VW}"
@@ -144,7 +154,10 @@ void clc_gemm(__global const clc_a_t* restrict a_base, const long a_off,
               __global clc_c_t* restrict c_base, const long c_off,
               __global const clc_data* restrict bias_base, const long bias_off,
               __global const clc_data* restrict residual_base, const long residual_off,
-              const int chunk)
+              const int chunk${"," if FINISH else ")"}
+% if FINISH:
+              __global volatile int* restrict tickets, __global clc_data* restrict result_base, const long result_off)
+% endif
 {
     __global const clc_a_t* restrict a = a_base + a_off;
     __global const clc_b_t* restrict b = b_base + b_off;
@@ -165,6 +178,9 @@ void clc_gemm(__global const clc_a_t* restrict a_base, const long a_off,
        vector loads need rows that keep ${VW}-element alignment. */
     __local clc_real a_tile[${TK} * ${A_STRIDE}] __attribute__((aligned(${itemsize * VW})));
     __local clc_real b_tile[${TK} * ${B_STRIDE}] __attribute__((aligned(${itemsize * VW})));
+% if FINISH:
+    __local int last_piece;  /* whether this work-group's piece is its tile's last (FINISH) */
+% endif
 
     clc_real acc[${WM}][${WN}];
     #pragma unroll
@@ -282,5 +298,41 @@ ${fetch("k_next")}
         }
 % endif
     }
+% if FINISH:
+
+    /* Count this piece of the tile in: every work-item's partials made visible to the whole device
+       first (the fence: ${c.get("fence")}), then one atomic per work-group.  The piece that brings the count to
+       ${FINISH} is the tile's last: it sums them all, in order, and sets the counter back to zero
+       for the next launch (the queue runs launches in order, and no other piece of this one
+       touches the counter again). */
+    ${device_fence}
+    barrier(CLK_GLOBAL_MEM_FENCE);
+    if (lid == 0) {
+        const int tile = ((int)g * get_num_groups(1) + get_group_id(1)) * get_num_groups(0) + get_group_id(0);
+        last_piece = atomic_inc(tickets + tile) == ${FINISH} - 1;
+        if (last_piece)
+            atomic_xchg(tickets + tile, 0);
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (!last_piece)
+        return;
+    ${device_fence}  /* the other pieces' partials are read after their counts */
+    __global clc_data* restrict result = result_base + result_off;
+    #pragma unroll
+    for (int i = 0; i < ${WM}; ++i) {
+        const clc_idx m = m0 + (i / ${VW} * ${RTM} + ty) * ${VW} + i % ${VW};
+% if CHECK_M:
+        if (m >= CLC_M) continue;
+% endif
+        #pragma unroll
+        for (int j = 0; j < ${WN}; ++j) {
+            const clc_idx n = n0 + (j / ${VW} * ${RTN} + tx) * ${VW} + j % ${VW};
+% if CHECK_N:
+            if (n < CLC_NN)
+% endif
+            clc_finish_c(c, result, bias, residual, g, m, n, chunk);
+        }
+    }
+% endif
 }
 </%def>\

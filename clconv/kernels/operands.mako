@@ -286,15 +286,30 @@ inline clc_real clc_load_b(__global const clc_b_t* restrict w, clc_idx g, clc_id
 </%def>
 
 ## ---------------------------------------------------------------- C operands
+<%def name="finish_c(p, elements, position, store)">
+/* Split-K in one launch (p["finish"] pieces, each ${elements} elements apart): the sum of C(m, n)'s
+   pieces in order, as clc_splitk_result / clc_splitk_sum sum them (the same rounding), stored into
+   the result by the work-group that finished its tile last (gemm.mako's FINISH), after its fence:
+   plain loads, which the compiler may issue together (through a volatile pointer each waited for
+   the one before: 1.3-1.6x the two launches' kernel time on an H100's small layers). */
+inline void clc_finish_c(__global const clc_real* partial, __global clc_data* restrict out,
+                         __global const clc_data* restrict bias, __global const clc_data* restrict residual,
+                         clc_idx g, clc_idx m, clc_idx n, int chunk)
+{
+${position}\
+    __global const clc_real* pieces = partial + at;
+    clc_real acc = pieces[0];
+    for (int s = 1; s < ${p["finish"]}; ++s)
+        acc += pieces[(clc_idx)s * (${elements})];
+    ${store}
+}
+</%def>
 <%def name="c_nchw(p)">
 /* C(m, (b, pixel)) -> out(b, g*M + m, pixel): an activation (${layout}), the pass's result (the
    epilogue); or, with p["partial"] (the result's elements), one piece of a cut contraction of it:
    partial[split][the result's index], a clc_real workspace that clc_splitk_result sums. */
 typedef ${"clc_real" if p.get("partial") else "clc_data"} clc_c_t;
-inline void clc_store_c(__global clc_c_t* restrict out, __global const clc_data* restrict bias,
-                        __global const clc_data* restrict residual,
-                        clc_idx g, clc_idx split, clc_idx m, clc_idx n, clc_real value, int chunk)
-{
+<%def name="nchw_at()">\
     const clc_idx b = chunk + n / ${p["pixels"]}, pixel = n % ${p["pixels"]};
     const clc_idx channel = g * ${p["M"]} + m;
 % if layout == "channels_last":
@@ -302,12 +317,21 @@ inline void clc_store_c(__global clc_c_t* restrict out, __global const clc_data*
 % else:
     const clc_idx at = (b * ${p["channels"]} + channel) * ${p["pixels"]} + pixel;
 % endif
+</%def>\
+inline void clc_store_c(__global clc_c_t* restrict out, __global const clc_data* restrict bias,
+                        __global const clc_data* restrict residual,
+                        clc_idx g, clc_idx split, clc_idx m, clc_idx n, clc_real value, int chunk)
+{
+${nchw_at()}\
 % if p.get("partial"):
     out[split * (clc_idx)${p["partial"]} + at] = value;
 % else:
     clc_store_result(out, at, value, bias, channel, residual);
 % endif
 }
+% if p.get("finish"):
+${finish_c(p, p["partial"], capture(nchw_at), "clc_store_result(out, at, acc, bias, channel, residual);")}
+% endif
 % if p.get("vector"):
 <% n = p["vector"] %>/* C(m, (b, pixel .. pixel + ${n} - 1)), n a multiple of ${n}: neighbouring pixels of one image
    (gemm.py's vector_stores: an image's pixel count is a multiple of ${n}, channels-first, stored
@@ -363,16 +387,22 @@ inline void clc_store_c(__global clc_c_t* restrict out, __global const clc_data*
 /* C(m, n) -> out[split][g][m][n]: a weight gradient (stored: the call's tensor), or a split-K
    partial or a column buffer (workspaces). */
 typedef ${"clc_data" if p["stored"] else "clc_real"} clc_c_t;
+<%def name="matrix_at(split)">\
+% if p.get("tap_major"):
+    /* n = (tap, ci): stored at its (ci, tap) place, so dw and the partials keep the weight's layout */
+    const clc_idx at = ((${split} * CLC_GEMMS + g) * ${p["M"]} + m) * ${p["N"]} + (n % CLC_CI) * CLC_KV + n / CLC_CI;
+% else:
+    const clc_idx at = ((${split} * CLC_GEMMS + g) * ${p["M"]} + m) * ${p["N"]} + n;
+% endif
+</%def>\
+% if p.get("finish"):
+${finish_c(p, f'CLC_GEMMS * {p["M"] * p["N"]}', capture(matrix_at, "0"), "clc_st(out, at, acc);")}
+% endif
 inline void clc_store_c(__global clc_c_t* restrict out, __global const clc_data* restrict bias,
                         __global const clc_data* restrict residual,
                         clc_idx g, clc_idx split, clc_idx m, clc_idx n, clc_real value, int chunk)
 {
-% if p.get("tap_major"):
-    /* n = (tap, ci): stored at its (ci, tap) place, so dw and the partials keep the weight's layout */
-    const clc_idx at = ((split * CLC_GEMMS + g) * ${p["M"]} + m) * ${p["N"]} + (n % CLC_CI) * CLC_KV + n / CLC_CI;
-% else:
-    const clc_idx at = ((split * CLC_GEMMS + g) * ${p["M"]} + m) * ${p["N"]} + n;
-% endif
+${matrix_at("split")}\
 % if p["accumulate"]:
     /* later batch chunks add onto the earlier ones, in launch order: deterministic (a workspace
        when the storage is narrower than clc_real: the sums are rounded once, at the end) */
@@ -400,18 +430,24 @@ inline void clc_store_c_vec(__global clc_c_t* restrict out, __global const clc_d
    epilogue), from the transposed GEMM (rows the pixels, columns the group's channels); with
    p["partial"], one piece of a cut contraction of it, as c_nchw's. */
 typedef ${"clc_real" if p.get("partial") else "clc_data"} clc_c_t;
+<%def name="nhwc_at()">\
+    const clc_idx channel = g * ${p["N"]} + n;
+    const clc_idx at = (chunk * ${p["pixels"]} + m) * ${p["channels"]} + channel;
+</%def>\
 inline void clc_store_c(__global clc_c_t* restrict out, __global const clc_data* restrict bias,
                         __global const clc_data* restrict residual,
                         clc_idx g, clc_idx split, clc_idx m, clc_idx n, clc_real value, int chunk)
 {
-    const clc_idx channel = g * ${p["N"]} + n;
-    const clc_idx at = (chunk * ${p["pixels"]} + m) * ${p["channels"]} + channel;
+${nhwc_at()}\
 % if p.get("partial"):
     out[split * (clc_idx)${p["partial"]} + at] = value;
 % else:
     clc_store_result(out, at, value, bias, channel, residual);
 % endif
 }
+% if p.get("finish"):
+${finish_c(p, p["partial"], capture(nhwc_at), "clc_store_result(out, at, acc, bias, channel, residual);")}
+% endif
 % if p.get("vector"):
 <% n = p["vector"] %>/* C((b, pixel), n .. n + ${n} - 1), n a multiple of ${n}: neighbouring channels of one pixel
    (gemm.py's vector_stores: the channels of a group and of a pixel multiples of ${n}, stored as

@@ -29,7 +29,7 @@ from clconv.passes import PASSES
 from clconv.plan import Problem
 
 from cases import SPLITK_CASE, Case, geometry, splitk_expected_to_serve
-from helpers import assert_matches, poisoned, run_prepared
+from helpers import assert_matches, poisoned, random, run_prepared
 
 ODD_3X3 = "n2g1c5o7i9x9k3x3s1x1p1x1d1x1"        # M = 7 (a remainder for WM = 4), 81 pixels: runs of 8/16 cross images
 GROUPED = "n2g2c8o12i10x10k3x3s2x2p1x1d2x2"     # groups, stride, dilation
@@ -119,6 +119,66 @@ def test_im2col_gpu_col2im_on_strided_layers(queue, rng, tag):
 
 def test_splitk_with_vector_tiles(queue, rng):
     _run(queue, rng, LONG_CONTRACTION, "backward_weight", "splitk", {**_tile("vw4-uneven-loads"), "splits": 4})
+
+
+# -- split-K in one launch: the last piece of each output tile sums them (gemm.mako's FINISH) -------
+
+# (geometry, pass, layout, tile, pieces, epilogue): edge tiles in M and N, groups, channels-last's
+# transposed GEMM, the weight gradient's tap-major columns, vector stores of the partials, uneven
+# pieces (a last piece shorter than the others), bias and the full epilogue
+ONE_LAUNCH_CASES = [
+    ("n1g1c64o7i5x5k3x3s1x1p1x1d1x1", "forward", "channels_first", "vw4-uneven-loads", 3, True),
+    ("n1g2c64o14i5x5k3x3s2x2p1x1d1x1", "backward_data", "channels_first", "vw2", 2, True),
+    ("n1g1c48o10i5x5k3x3s1x1p1x1d1x1", "forward", "channels_last", "vw4-24items-uneven", 4, True),
+    (LONG_CONTRACTION, "backward_weight", "channels_first", "vw4-uneven-loads", 4, False),
+    ("n2g1c6o10i8x8k3x3s1x1p1x1d1x1", "backward_weight", "channels_last", "vw1", 2, False),
+    (GROUPED, "backward_weight", "channels_first", "vw2-32items-nopipe", 2, False),
+]
+
+
+def _splitk_result(queue, problem, config, one_launch, operands):
+    """split-K's result for ``operands`` (host arrays by role), its pieces summed in the GEMM's launch
+    or by a second kernel, into a NaN-poisoned result; and the entry points it launched."""
+    from clconv import planner
+    from clconv.algorithms.splitk import SplitK
+    from clconv.runtime import Operand
+
+    plan_of = REGISTRY["splitk"]
+    saved = SplitK.ONE_LAUNCH
+    SplitK.ONE_LAUNCH = one_launch
+    try:
+        runner = planner.build(plan_of.plan(problem, config, queue.device), queue)
+    finally:
+        SplitK.ONE_LAUNCH = saved
+    arrays = {role: cl_array.to_device(queue, value) for role, value in operands.items()}
+    result = poisoned(queue, problem.spec.result_shape(problem.geometry))
+    ops = {role: Operand(array.data) for role, array in arrays.items()}
+    ops[problem.spec.result] = Operand(result.data)
+    runner.run(queue, ops)
+    return result.get(), [launch.call.entry for launch in runner.launches]
+
+
+@pytest.mark.parametrize("tag, pass_, layout, tile, pieces, bias", ONE_LAUNCH_CASES,
+                         ids=[f"{c[1]}-{c[2]}-{c[3]}-{c[4]}" for c in ONE_LAUNCH_CASES])
+def test_splitk_in_one_launch_matches_two_launches_bit_for_bit(queue, rng, tag, pass_, layout, tile, pieces, bias):
+    """Where the device lets work-groups hand results over (limits.handoff_fence_of: CPU devices,
+    NVIDIA's GPUs), split-K's GPU tiles sum their pieces in the GEMM's launch: the same sums in the same
+    order as the second kernel's, so the same bits, call after call (each launch leaves its tickets
+    at zero for the next), and within the float64 reference's tolerance."""
+    if not limits.of(queue.device).handoff_fence:
+        pytest.skip(f"{queue.device.name!r} is not known to order stores across work-groups: two launches only")
+    epilogue = Epilogue("leaky_relu", negative_slope=0.2, alpha=0.75, beta=-0.5, residual=True) if bias else Epilogue()
+    problem = Problem(geometry(tag), pass_, "float32", bias=bias, epilogue=epilogue, layout=layout)
+    config = {**_tile(tile), "splits": pieces}
+    run_prepared(queue, rng, problem, REGISTRY["splitk"], config)  # through the planner, against float64
+    spec, g = problem.spec, problem.geometry
+    roles = [*spec.inputs, *(["bias"] if bias else []), *(["residual"] if epilogue.residual else [])]
+    for round_ in range(3):  # fresh data each round: the tickets must be back at zero every time
+        operands = {role: random(rng, spec.shape(role, g)) for role in roles}
+        one, one_entries = _splitk_result(queue, problem, config, True, operands)
+        two, two_entries = _splitk_result(queue, problem, config, False, operands)
+        assert one_entries == ["clc_gemm"] and two_entries[-1].startswith("clc_splitk_"), (one_entries, two_entries)
+        assert np.isfinite(one).all() and np.array_equal(one.view(np.uint32), two.view(np.uint32)), round_
 
 
 # -- the GPU tiles' global loads as aligned vectors (GV) ---------------------------------------------
@@ -263,6 +323,8 @@ def test_vector_stores_with_the_epilogue(queue, rng, algorithm, tag, pass_, layo
     # act(alpha * conv + bias + beta * residual) on each lane of a vector store, with edge tiles in
     # M and N that leave whole runs of 4 columns out
     problem = Problem(geometry(tag), pass_, "float32", bias=True, epilogue=LEAKY_RESIDUAL, layout=layout)
+    if algorithm == "splitk" and REGISTRY["splitk"].one_launch(problem, config, queue.device):
+        stores = stores[:1]  # the pieces summed by the GEMM's own launch: no second program
     assert _vector_stores(problem, algorithm, config, queue.device) == stores
     run_prepared(queue, rng, problem, REGISTRY[algorithm], config)
 
@@ -589,7 +651,8 @@ def test_im2col_batch_chunks(queue, rng, monkeypatch, family):
 
 def test_splitk_runs_where_the_contraction_cuts_evenly(queue, rng):
     """batch 2 x 16x16 output pixels = 512 = 2 pieces of 256: split-K serves and is right, on device
-    Arrays in and out; it runs two kernels (the GEMM over pieces and the reduction)."""
+    Arrays in and out; it runs the GEMM over pieces and their sum (a second kernel, or the GEMM's
+    own last piece per tile where the device lets work-groups hand over: SplitK.one_launch)."""
     case = SPLITK_CASE
     assert splitk_expected_to_serve(case.reduction_length("conv_weight"))
     operands = case.operands("conv_weight", rng)
@@ -601,7 +664,10 @@ def test_splitk_runs_where_the_contraction_cuts_evenly(queue, rng):
     assert_matches(got, expected, case.reduction_length("conv_weight"))
     source = clconv.render(clconv.conv2d_weight, arrays["x"], case.weight_shape, arrays["dy"], **case.conv_args(),
                            algorithm="splitk")
-    assert "clc_gemm" in source and "clc_splitk_sum" in source
+    config = REGISTRY["splitk"].configs(case.problem("backward_weight"), queue.device)[0]
+    summed_by = "clc_finish_c" if REGISTRY["splitk"].one_launch(case.problem("backward_weight"), config, queue.device) \
+        else "clc_splitk_sum"
+    assert "clc_gemm" in source and summed_by in source
     # auto without tuning takes the heuristic's first choice; it must agree too
     assert_matches(case.call("conv_weight", operands), expected, case.reduction_length("conv_weight"))
 

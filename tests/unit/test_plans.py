@@ -64,10 +64,11 @@ def test_im2col_plan_runs_the_batch_in_chunks_that_fit_the_workspace_limit(queue
     assert plan.workspaces["col"] == g.in_channels * g.kernel_volume * g.out_pixels * 4
 
 
-def test_splitk_plan_sums_its_pieces_in_a_second_kernel(queue):
+def test_splitk_plan_sums_its_pieces_in_a_second_kernel(queue, monkeypatch):
     problem = SPLITK_CASE.problem("backward_weight")
     splitk = REGISTRY["splitk"]
-    config = splitk.configs(problem, queue.device)[0]
+    config = {**splitk.configs(problem, queue.device)[0]}
+    monkeypatch.setattr(type(splitk), "ONE_LAUNCH", False)  # GPU tiles may sum in the GEMM's launch
     plan = splitk.plan(problem, config, queue.device)
     g = problem.geometry
     assert config["splits"] >= 2 and plan.calls[-1].entry == "clc_splitk_sum"
@@ -75,7 +76,7 @@ def test_splitk_plan_sums_its_pieces_in_a_second_kernel(queue):
 
 
 @pytest.mark.parametrize("pass_, result", [("forward", "y"), ("backward_data", "dx")])
-def test_splitk_of_the_result_passes_sums_partials_through_the_epilogue(queue, pass_, result):
+def test_splitk_of_the_result_passes_sums_partials_through_the_epilogue(queue, pass_, result, monkeypatch):
     """The forward's and data gradient's split-K: the GEMM writes each piece in the result's
     layout into a clc_real workspace (no epilogue, no bias), the second kernel sums the pieces
     in order into the result, with the bias and the epilogue."""
@@ -85,6 +86,7 @@ def test_splitk_of_the_result_passes_sums_partials_through_the_epilogue(queue, p
     problem = Problem(g, pass_, "float32", bias=True, epilogue=Epilogue("relu", residual=True))
     splitk = REGISTRY["splitk"]
     config = splitk.configs(problem, queue.device)[0]
+    monkeypatch.setattr(type(splitk), "ONE_LAUNCH", False)  # GPU tiles may sum in the GEMM's launch
     plan = splitk.plan(problem, config, queue.device)
     gemm, total = plan.calls[-2], plan.calls[-1]
     assert config["splits"] >= 2 and total.entry == "clc_splitk_result"
@@ -139,3 +141,64 @@ def test_a_parameter_without_a_canonical_form_leaves_the_source_without_a_digest
     from clconv.templates import RenderedSource
 
     assert RenderedSource("direct.mako", ("clc_direct_forward",), {"geom": value}).digest is None
+
+
+def test_splitk_gpu_tiles_sum_in_one_launch_only_where_work_groups_may_hand_over(queue, monkeypatch):
+    """A GPU tile's split-K sums its pieces in the GEMM's launch (one counter per output tile, a
+    zeroed workspace) on a device with a fence for the handoff (limits.handoff_fence_of) where the
+    last piece's sum is short, and in a second kernel elsewhere or with ONE_LAUNCH off; CPU tiles
+    always in a second kernel."""
+    import dataclasses
+
+    from clconv import limits
+    from clconv.algorithms.gemm import TILE_KEYS, cpu_config
+    from clconv.algorithms.splitk import SplitK
+    from clconv.plan import ZEROED_WORKSPACES
+
+    g = geometry("n1g1c64o7i5x5k3x3s1x1p1x1d1x1")
+    problem = Problem(g, "forward", "float32", bias=True)
+    splitk = REGISTRY["splitk"]
+    tile = {**dict(zip(TILE_KEYS, (24, 32, 8, 4, 4, 4, 1))), "splits": 3}
+    fit = limits.of(queue.device)
+    monkeypatch.setitem(limits._described, queue.device, dataclasses.replace(fit, handoff_fence="mem_fence"))
+    plan = splitk.plan(problem, tile, queue.device)
+    assert [call.entry for call in plan.calls] == ["clc_gemm"]
+    tiles = -(-g.out_channels // 24) * -(-g.out_pixels // 32)
+    assert plan.workspaces["tickets"] == 4 * tiles and "tickets" in ZEROED_WORKSPACES
+    assert [arg.role for arg in plan.calls[0].args if hasattr(arg, "role")][-2:] == ["tickets", "y"]
+    assert plan.calls[0].source.params["c"]["finish"] == 3 and plan.calls[0].source.params["bias"]
+    # a long sum for the tile's last piece (9 pieces x 4 x 4 > FINISH_MAX_LOADS): a second kernel
+    assert 9 * 16 > SplitK.FINISH_MAX_LOADS >= 3 * 16
+    long_sum = splitk.plan(Problem(geometry("n1g1c288o7i5x5k3x3s1x1p1x1d1x1"), "forward", "float32"),
+                           {**tile, "splits": 9}, queue.device)
+    assert [call.entry for call in long_sum.calls] == ["clc_gemm", "clc_splitk_result"]
+    cpu = splitk.plan(problem, {**cpu_config(4, 8, 2), "splits": 3}, queue.device)
+    assert cpu.calls[-1].entry == "clc_splitk_result" and "tickets" not in cpu.workspaces
+    monkeypatch.setattr(SplitK, "ONE_LAUNCH", False)
+    assert splitk.plan(problem, tile, queue.device).calls[-1].entry == "clc_splitk_result"
+    monkeypatch.setattr(SplitK, "ONE_LAUNCH", True)
+    monkeypatch.setitem(limits._described, queue.device, dataclasses.replace(fit, handoff_fence=""))
+    two = splitk.plan(problem, tile, queue.device)
+    assert [call.entry for call in two.calls] == ["clc_gemm", "clc_splitk_result"] and "tickets" not in two.workspaces
+
+
+def test_work_groups_hand_over_on_cpu_devices_and_nvidia_gpus(monkeypatch):
+    """limits.handoff_fence_of: OpenCL's fence on CPU devices, PTX's device-scope membar.gl on
+    NVIDIA's GPUs once checked (NVIDIA_HANDOFF; their compiler lowers OpenCL's to a work-group's
+    scope), none on other GPUs nor on Oclgrind's simulator, which reports every type at once."""
+    import pyopencl as cl
+
+    from clconv import limits
+    from clconv.limits import handoff_fence_of
+
+    class Stand:
+        def __init__(self, kind, vendor_id=0):
+            self.type, self.vendor_id = kind, vendor_id
+
+    t = cl.device_type
+    assert handoff_fence_of(Stand(t.CPU)) == "mem_fence"
+    assert handoff_fence_of(Stand(t.GPU, 0x10DE)) == ("membar.gl" if limits.NVIDIA_HANDOFF else "")
+    monkeypatch.setattr(limits, "NVIDIA_HANDOFF", True)
+    assert handoff_fence_of(Stand(t.GPU, 0x10DE)) == "membar.gl"
+    assert handoff_fence_of(Stand(t.GPU, 0x1002)) == "" and handoff_fence_of(Stand(t.GPU, 0x8086)) == ""
+    assert handoff_fence_of(Stand(t.CPU | t.GPU | t.ACCELERATOR | t.DEFAULT, 0x42)) == ""

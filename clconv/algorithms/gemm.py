@@ -587,6 +587,11 @@ class GemmShape:
         return -(-self.K // self.ksplit) if self.ksplit else 1
 
 
+def output_tiles(shape: GemmShape, tm: int, tn: int, groups: int) -> int:
+    """The work-groups of one piece: ``shape``'s result in tiles of tm x tn, in each group."""
+    return -(-shape.M // tm) * -(-shape.N // tn) * groups
+
+
 # The A views the CPU GEMM packs.  Weights are packed once per call (not per batch chunk): the
 # transposed views step CO or CI*KV elements per k (pages apart), where packing always paid on PoCL
 # (1.1-2x); the forward's row-major weight only where the GEMM sweeps A many times (measured: 1.02-1.07x
@@ -699,6 +704,9 @@ def local_padding(vw: int) -> int:
     return 1 if vw == 1 else vw
 
 
+TICKET_BYTES = 4  # one OpenCL int: a tile's count of finished pieces (gemm.mako's FINISH)
+
+
 @dataclass
 class Gemm:
     """One GEMM of a plan, ready to be called once per batch chunk: its source and sizes and, where
@@ -765,8 +773,6 @@ class Gemm:
         return {**({"apack": self.pack_bytes} if self.pack else {}), **({"bpack": self.pack_b_bytes} if self.pack_b else {}),
                 **({"tickets": self.tickets * TICKET_BYTES} if self.finish else {})}
 
-
-TICKET_BYTES = 4  # one OpenCL int: a tile's count of finished pieces (gemm.mako's FINISH)
 
 
 # Views whose elements lie contiguous along their fast index (A's k where a_kfast, else m; B's n
@@ -887,10 +893,9 @@ def gemm(problem: Problem, shape: GemmShape, tile: dict, index: str, launches: i
         raise ValueError(f"a one-launch split needs a device-scope fence (limits.handoff_fence_of), not {shape.c.get('fence')!r}")
     if shape.c["finish"] != shape.splits:
         raise ValueError(f"a one-launch split sums {shape.splits} pieces, not {shape.c['finish']}")
-    tiles = -(-shape.N // tile["TN"]) * -(-shape.M // tile["TM"]) * shape.count(geometry)
     epilogue = epilogue_args(problem) if shape.writes_result else None
-    return Gemm(src, global_size, local, vectors=(gva, gvb), store_align=store or 1,
-                finish=problem.spec.result, finish_epilogue=epilogue, tickets=tiles)
+    return Gemm(src, global_size, local, vectors=(gva, gvb), store_align=store or 1, finish=problem.spec.result,
+                finish_epilogue=epilogue, tickets=output_tiles(shape, tile["TM"], tile["TN"], shape.count(geometry)))
 
 
 def _b_row(problem: Problem, shape: GemmShape) -> tuple[bool, int]:

@@ -20,8 +20,8 @@ from ..plan import LAYOUTS, Plan, Problem, rounded
 from .base import Algorithm
 from .gemm import (
     GPU_TILES, IMPLICIT_ROLES, TILE_CANDIDATES, GemmShape, edge_waste, gemm_calls,
-    gemm_tiles, implicit_shape, is_cpu_config, local_loads_per_fma, tile_config, tile_extent, vector_first,
-    weight_shape, work_items,
+    gemm_tiles, implicit_shape, is_cpu_config, local_loads_per_fma, output_tiles, tile_config, tile_extent,
+    vector_first, weight_shape, work_items,
 )
 from .reduce import result_elements, splitk_result, splitk_sum
 
@@ -53,11 +53,6 @@ SPLITK_COST_WEIGHTS = {
     "result": {"waste": 0.56, "loads": 0.21},  # the forward's and the data gradient's pieces
     "shared": {"idle": 0.39, "tail": 0.43, "group": -0.17, "taps_rows": -0.07, "taps_columns": 0.09},
 }
-
-
-def output_tiles(shape: GemmShape, tm: int, tn: int, groups: int) -> int:
-    """The work-groups of one piece: ``shape``'s result in tiles of tm x tn, in each group."""
-    return -(-shape.M // tm) * -(-shape.N // tn) * groups
 
 
 def cost_terms(problem: Problem, shape: GemmShape, config: dict, units: int) -> dict[str, float]:

@@ -77,6 +77,10 @@ ${prelude.entry_points(self, entries)}\
     vec = real if VW == 1 else f"{real}{VW}"
     comps = "0123456789abcdef"
     UNROLL = "#pragma unroll" if PIPE else ""
+    # the row and column of C that register block element (i, j) holds: sub-blocks of VW strided by
+    # the work-group's extent (the stores and FINISH's sum read the same mapping)
+    BLOCK_ROW = f"m0 + (i / {VW} * {RTM} + ty) * {VW} + i % {VW}"
+    BLOCK_COLUMN = f"n0 + (j / {VW} * {RTN} + tx) * {VW} + j % {VW}"
 %>
 <%def name="global_vector(operand, at)">\
 ## 4 consecutive elements of an operand along its fast index, from element `at` of its buffer, as
@@ -271,7 +275,7 @@ ${fetch("k_next")}
     /* register block (i, j) holds row m0 + (i / VW * RTM + ty) * VW + i % VW, likewise for columns */
     #pragma unroll
     for (int i = 0; i < ${WM}; ++i) {
-        const clc_idx m = m0 + (i / ${VW} * ${RTM} + ty) * ${VW} + i % ${VW};
+        const clc_idx m = ${BLOCK_ROW};
 % if CHECK_M:
         if (m >= CLC_M) continue;
 % endif
@@ -290,7 +294,7 @@ ${fetch("k_next")}
 % else:
         #pragma unroll
         for (int j = 0; j < ${WN}; ++j) {
-            const clc_idx n = n0 + (j / ${VW} * ${RTN} + tx) * ${VW} + j % ${VW};
+            const clc_idx n = ${BLOCK_COLUMN};
 % if CHECK_N:
             if (n < CLC_NN)
 % endif
@@ -320,13 +324,13 @@ ${fetch("k_next")}
     __global clc_data* restrict result = result_base + result_off;
     #pragma unroll
     for (int i = 0; i < ${WM}; ++i) {
-        const clc_idx m = m0 + (i / ${VW} * ${RTM} + ty) * ${VW} + i % ${VW};
+        const clc_idx m = ${BLOCK_ROW};
 % if CHECK_M:
         if (m >= CLC_M) continue;
 % endif
         #pragma unroll
         for (int j = 0; j < ${WN}; ++j) {
-            const clc_idx n = n0 + (j / ${VW} * ${RTN} + tx) * ${VW} + j % ${VW};
+            const clc_idx n = ${BLOCK_COLUMN};
 % if CHECK_N:
             if (n < CLC_NN)
 % endif

@@ -395,9 +395,6 @@ typedef ${"clc_data" if p["stored"] else "clc_real"} clc_c_t;
     const clc_idx at = ((${split} * CLC_GEMMS + g) * ${p["M"]} + m) * ${p["N"]} + n;
 % endif
 </%def>\
-% if p.get("finish"):
-${finish_c(p, f'CLC_GEMMS * {p["M"] * p["N"]}', capture(matrix_at, "0"), "clc_st(out, at, acc);")}
-% endif
 inline void clc_store_c(__global clc_c_t* restrict out, __global const clc_data* restrict bias,
                         __global const clc_data* restrict residual,
                         clc_idx g, clc_idx split, clc_idx m, clc_idx n, clc_real value, int chunk)
@@ -413,6 +410,9 @@ ${matrix_at("split")}\
     out[at] = value;
 % endif
 }
+% if p.get("finish"):
+${finish_c(p, f'CLC_GEMMS * {p["M"] * p["N"]}', capture(matrix_at, "0"), "clc_st(out, at, acc);")}
+% endif
 % if p.get("vector"):
 <% n = p["vector"] %>/* C(m, n .. n + ${n} - 1) of a workspace (not accumulated, not tap-major, N a multiple of ${n}:
    gemm.py's vector_stores), one aligned vector store. */

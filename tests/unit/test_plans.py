@@ -165,7 +165,7 @@ def test_splitk_gpu_tiles_sum_in_one_launch_only_where_work_groups_may_hand_over
     assert [call.entry for call in plan.calls] == ["clc_gemm"]
     tiles = -(-g.out_channels // 24) * -(-g.out_pixels // 32)
     assert plan.workspaces["tickets"] == 4 * tiles and "tickets" in ZEROED_WORKSPACES
-    assert [arg.role for arg in plan.calls[0].args if hasattr(arg, "role")][-2:] == ["tickets", "y"]
+    assert [arg.role for arg in plan.calls[0].args if isinstance(arg, Arg)][-2:] == ["tickets", "y"]
     assert plan.calls[0].source.params["c"]["finish"] == 3 and plan.calls[0].source.params["bias"]
     # a long sum for the tile's last piece (9 pieces x 4 x 4 > FINISH_MAX_LOADS): a second kernel
     assert 9 * 16 > SplitK.FINISH_MAX_LOADS >= 3 * 16

@@ -707,6 +707,18 @@ def local_padding(vw: int) -> int:
 TICKET_BYTES = 4  # one OpenCL int: a tile's count of finished pieces (gemm.mako's FINISH)
 
 
+@dataclass(frozen=True)
+class Finish:
+    """Split-K in one launch (C's view given "finish"): each output tile's last piece sums the
+    pieces into the pass's ``result`` through the epilogue (``epilogue``: its bias and residual
+    arguments, None where the GEMM does not write the result), counting finished pieces in
+    ``tiles`` counters, one per output tile (workspace ``tickets``)."""
+
+    result: str
+    epilogue: tuple[Arg, Arg] | None
+    tiles: int
+
+
 @dataclass
 class Gemm:
     """One GEMM of a plan, ready to be called once per batch chunk: its source and sizes and, where
@@ -723,11 +735,7 @@ class Gemm:
     store_align: int = 1  # C stored in aligned vectors of this many elements (vector_stores)
     pack_b_size: tuple[int, ...] = ()  # clc_pack_b's global size, where the CPU GEMM packs B (packs_b)
     pack_b_bytes: int = 0  # the packed copy of B (workspace ``bpack``, read as B)
-    # split-K in one launch (C's view given "finish"): the result's role, its bias and residual
-    # arguments, and the counters of the last piece per output tile (workspace ``tickets``)
-    finish: str | None = None
-    finish_epilogue: tuple[Arg, Arg] | None = None
-    tickets: int = 0
+    finish: Finish | None = None  # the pieces' sum in this launch (split-K in one launch)
 
     @property
     def pack(self) -> bool:
@@ -762,8 +770,11 @@ class Gemm:
         b = "bpack" if self.pack_b else b
         residual = "residual" if c in ("y", "dx") else c
         align_a, align_b = (VECTOR_ALIGN if vector else 1 for vector in self.vectors)
-        epilogue = self.finish_epilogue or (Arg(bias or c, fallback=c), Arg(residual, fallback=c))
-        finish = (Arg("tickets", with_offset=False), Arg(self.finish)) if self.finish else ()
+        epilogue = (Arg(bias or c, fallback=c), Arg(residual, fallback=c))
+        finish: tuple[Arg, ...] = ()
+        if self.finish:
+            epilogue = self.finish.epilogue or epilogue
+            finish = (Arg("tickets", with_offset=False), Arg(self.finish.result))
         return call(self.source, "clc_gemm", self.global_size, self.local_size,
                     Arg(a, align=align_a), Arg(b, align=align_b), Arg(c, align=self.store_align),
                     *epilogue, np.int32(chunk), *finish)
@@ -771,7 +782,7 @@ class Gemm:
     @property
     def workspaces(self) -> dict[str, int]:
         return {**({"apack": self.pack_bytes} if self.pack else {}), **({"bpack": self.pack_b_bytes} if self.pack_b else {}),
-                **({"tickets": self.tickets * TICKET_BYTES} if self.finish else {})}
+                **({"tickets": self.finish.tiles * TICKET_BYTES} if self.finish else {})}
 
 
 
@@ -893,9 +904,9 @@ def gemm(problem: Problem, shape: GemmShape, tile: dict, index: str, launches: i
         raise ValueError(f"a one-launch split needs a device-scope fence (limits.handoff_fence_of), not {shape.c.get('fence')!r}")
     if shape.c["finish"] != shape.splits:
         raise ValueError(f"a one-launch split sums {shape.splits} pieces, not {shape.c['finish']}")
-    epilogue = epilogue_args(problem) if shape.writes_result else None
-    return Gemm(src, global_size, local, vectors=(gva, gvb), store_align=store or 1, finish=problem.spec.result,
-                finish_epilogue=epilogue, tickets=output_tiles(shape, tile["TM"], tile["TN"], shape.count(geometry)))
+    finish = Finish(problem.spec.result, epilogue_args(problem) if shape.writes_result else None,
+                    output_tiles(shape, tile["TM"], tile["TN"], shape.count(geometry)))
+    return Gemm(src, global_size, local, vectors=(gva, gvb), store_align=store or 1, finish=finish)
 
 
 def _b_row(problem: Problem, shape: GemmShape) -> tuple[bool, int]:

@@ -278,11 +278,19 @@ class SplitK(Algorithm):
             return False
         return config["splits"] * config["WM"] * config["WN"] <= self.FINISH_MAX_LOADS
 
-    def plan(self, problem, config, device):
+    def plan(self, problem, config, device, one_launch: bool | None = None):
+        """split-K's plan; its pieces summed as ``one_launch`` says: None follows the rule
+        (one_launch), False asks for a second kernel, True for the GEMM's own launch whatever the
+        sum's length (GPU tiles on a device with a handoff fence).  The forced forms are the twins
+        that docs/perf/splitk_one_launch.py and the tests compare bit for bit."""
         splits = config["splits"]
         tk = tile_extent(tile_config(config))[2]
         shape = self.shape(problem, ksplit=self.piece_length(self.shape(problem).K, splits, tk))
-        one_launch = self.one_launch(problem, config, device)
+        if one_launch is None:
+            one_launch = self.one_launch(problem, config, device)
+        elif one_launch and (is_cpu_config(config) or not limits.of(device).handoff_fence):
+            raise ValueError(f"split-K sums in one launch with GPU tiles on a device with a handoff fence only, "
+                             f"not {dict(config)} on {device.name!r}")
         if one_launch:
             shape = replace(shape, c={**shape.c, "finish": splits, "fence": limits.of(device).handoff_fence})
         elements = result_elements(problem)

@@ -4,8 +4,9 @@ of the lists given that split-K serves with a GPU tile:
 
 * the results bit for bit, every round (the same sums in the same order), into NaN-poisoned
   results, and against the float64 reference once;
-* kernel-event time of a run, one launch whatever its last piece's sum (SplitK.FINISH_MAX_LOADS lifted) (first launch's start to last launch's end), the minimum of ``--rounds``
-  interleaved rounds of 10 runs each;
+* kernel-event time of a run (first launch's start to last launch's end), one launch whatever its
+  last piece's sum (SplitK.plan's one_launch=True), the minimum of ``--rounds`` interleaved rounds
+  of 10 runs each;
 * whether the heuristic's first candidate is split-K (those are the calls a default stream makes);
 * the fences and atomics NVIDIA's compiler emitted for the one-launch kernel (its PTX).
 
@@ -24,7 +25,6 @@ import clconv
 from clconv import planner, reference, runtime
 from clconv.algorithms import REGISTRY
 from clconv.algorithms.gemm import is_cpu_config
-from clconv.algorithms.splitk import SplitK
 from clconv.dtypes import numpy_dtype
 from clconv.passes import PASSES
 from clconv.plan import Problem
@@ -33,13 +33,8 @@ from clconv.tools.shapes import resolve_layers
 
 def _plan(problem, config, device, one_launch):
     """split-K's plan with its pieces summed in the GEMM's launch whatever the sum's length
-    (FINISH_MAX_LOADS lifted: the rows the rule leaves out are measured too), or by a second kernel."""
-    saved = SplitK.ONE_LAUNCH, SplitK.FINISH_MAX_LOADS
-    SplitK.ONE_LAUNCH, SplitK.FINISH_MAX_LOADS = one_launch, 1 << 30
-    try:
-        return REGISTRY["splitk"].plan(problem, config, device)
-    finally:
-        SplitK.ONE_LAUNCH, SplitK.FINISH_MAX_LOADS = saved
+    (the rows the rule, FINISH_MAX_LOADS, leaves out are measured too), or by a second kernel."""
+    return REGISTRY["splitk"].plan(problem, config, device, one_launch=one_launch)
 
 
 def _result(queue, runner, operands, role):

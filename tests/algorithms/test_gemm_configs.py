@@ -142,16 +142,9 @@ def _splitk_result(queue, problem, config, one_launch, operands):
     """split-K's result for ``operands`` (host arrays by role), its pieces summed in the GEMM's launch
     or by a second kernel, into a NaN-poisoned result; and the entry points it launched."""
     from clconv import planner
-    from clconv.algorithms.splitk import SplitK
     from clconv.runtime import Operand
 
-    plan_of = REGISTRY["splitk"]
-    saved = SplitK.ONE_LAUNCH
-    SplitK.ONE_LAUNCH = one_launch
-    try:
-        runner = planner.build(plan_of.plan(problem, config, queue.device), queue)
-    finally:
-        SplitK.ONE_LAUNCH = saved
+    runner = planner.build(REGISTRY["splitk"].plan(problem, config, queue.device, one_launch=one_launch), queue)
     arrays = {role: cl_array.to_device(queue, value) for role, value in operands.items()}
     result = poisoned(queue, problem.spec.result_shape(problem.geometry))
     ops = {role: Operand(array.data) for role, array in arrays.items()}

@@ -172,14 +172,23 @@ def test_splitk_gpu_tiles_sum_in_one_launch_only_where_work_groups_may_hand_over
     long_sum = splitk.plan(Problem(geometry("n1g1c288o7i5x5k3x3s1x1p1x1d1x1"), "forward", "float32"),
                            {**tile, "splits": 9}, queue.device)
     assert [call.entry for call in long_sum.calls] == ["clc_gemm", "clc_splitk_result"]
+    # the twins a check compares: the rule's choice forced either way
+    forced = splitk.plan(Problem(geometry("n1g1c288o7i5x5k3x3s1x1p1x1d1x1"), "forward", "float32"),
+                         {**tile, "splits": 9}, queue.device, one_launch=True)
+    assert [call.entry for call in forced.calls] == ["clc_gemm"] and "tickets" in forced.workspaces
+    assert splitk.plan(problem, tile, queue.device, one_launch=False).calls[-1].entry == "clc_splitk_result"
     cpu = splitk.plan(problem, {**cpu_config(4, 8, 2), "splits": 3}, queue.device)
     assert cpu.calls[-1].entry == "clc_splitk_result" and "tickets" not in cpu.workspaces
+    with pytest.raises(ValueError, match="GPU tiles on a device with a handoff fence"):
+        splitk.plan(problem, {**cpu_config(4, 8, 2), "splits": 3}, queue.device, one_launch=True)
     monkeypatch.setattr(SplitK, "ONE_LAUNCH", False)
     assert splitk.plan(problem, tile, queue.device).calls[-1].entry == "clc_splitk_result"
     monkeypatch.setattr(SplitK, "ONE_LAUNCH", True)
     monkeypatch.setitem(limits._described, queue.device, dataclasses.replace(fit, handoff_fence=""))
     two = splitk.plan(problem, tile, queue.device)
     assert [call.entry for call in two.calls] == ["clc_gemm", "clc_splitk_result"] and "tickets" not in two.workspaces
+    with pytest.raises(ValueError, match="handoff fence"):
+        splitk.plan(problem, tile, queue.device, one_launch=True)
 
 
 def test_work_groups_hand_over_on_cpu_devices_and_nvidia_gpus(monkeypatch):

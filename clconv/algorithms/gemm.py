@@ -14,6 +14,7 @@ splitk          --                           --                           implic
 
 from __future__ import annotations
 
+import math
 import mmap
 from collections import Counter
 from dataclasses import dataclass, replace
@@ -173,23 +174,43 @@ DOT_MIN_IMAGE_STEPS = 16
 # 7x7 stem (1.09-1.12x), a 3-channel 224x224 first layer (1.50x) and 1x1 layers read in place
 # (1.06-1.33x), and won with 16 input channels (0.91x) and at batch 1 at 56x56 (0.95x).  1D and 3D
 # layers kept winning at 64 (0.64-0.84x: the column GEMM ran 1D layers at 53-90 GFLOP/s against
-# about 120 on 2D ones, not measured further), so the bound is a 2D layer's.
+# about 120 on 2D ones, not measured further), so the bound is a 2D layer's, and it is AVX-512's
+# (16 float lanes, DOT_ROW_BOUND_LANES).  With 8 lanes (a 2-core AMD EPYC with AVX2 and 512 KiB
+# L2, 2026-12-07, the same layers; docs/perf/pocl-2t-zen3-dot-rows.txt) the column buffer's GEMM
+# ran 1.1-2.0x the dot products' time at up to 64 output channels (ResNet's 3x3 64 layers 0.55-0.61x
+# with the dot products, the 7x7 stem 0.66x, 3-channel first layers 0.54-0.61x); the dot products
+# lost at 96 (1.13x) and on the DCGAN layer's 256 (1.35x): there the bound is twice as many rows.  1x1 stride-1
+# layers, whose dot products read the input in place (gemm1x1: no column buffer), ran in 0.61-0.74x
+# the column GEMM's time at 128 and 256 output channels: no bound there under 16 lanes.
 DOT_MAX_ROWS = 32
+DOT_ROW_BOUND_LANES = 16
+
+
+def dot_max_rows(problem: Problem, lanes: int) -> float:
+    """The most output channels a group for which a weight gradient's dot products come first
+    (DOT_MAX_ROWS, by the CPU's vector lanes); unbounded for 1D and 3D layers."""
+    g = problem.geometry
+    if g.ndim != 2:
+        return math.inf
+    if lanes >= DOT_ROW_BOUND_LANES:
+        return DOT_MAX_ROWS
+    reads_input_in_place = g.is_pointwise and all(s == 1 for s in g.stride)
+    return math.inf if reads_input_in_place else 2 * DOT_MAX_ROWS
 
 
 def with_dot_configs(problem: Problem, fit: limits.Limits, configs: list[dict], shape: "GemmShape") -> list[dict]:
     """``configs`` of a weight gradient with the dot-product tiles added where they run (a CPU with
     vector lanes, channels-first activations): first where one launch's contraction (``shape``'s K)
     is long enough to pay for a work-item's fixed costs (DOT_MIN_STEPS) and, for a 2D layer, its
-    rows (output channels) are few (DOT_MAX_ROWS), else after the transposed-B GEMM's first ones
-    (candidates for tuning)."""
+    rows (output channels) are few enough (dot_max_rows), else after the transposed-B GEMM's first
+    ones (candidates for tuning)."""
     lanes = fit.lanes(problem.itemsize)
     if problem.pass_ != "backward_weight" or fit.gpu or lanes < 4 or problem.layout != CHANNELS_FIRST:
         return configs
     dot = cpu_dot_configs(shape.M, shape.N, fit)[:2]
     g = problem.geometry
     if (shape.K >= DOT_MIN_STEPS * lanes and g.out_pixels >= DOT_MIN_IMAGE_STEPS * lanes
-            and (shape.M <= DOT_MAX_ROWS or g.ndim != 2)):
+            and shape.M <= dot_max_rows(problem, lanes)):
         return dot + configs[:3]
     return configs[:3] + dot
 
@@ -282,8 +303,10 @@ def weight_contraction(shape: "GemmShape") -> int:
     :func:`column_blocks` is for), else 0: a weight gradient's A, dy, is as long as the batch's
     pixels and packed per chunk instead (measured on PoCL with an earlier rule that gave part of N
     to a work-item: column blocks made the stem's and a transposed layer's weight gradients
-    1.1-1.3x slower)."""
-    return shape.K if shape.a_view in PACKED_A_VIEWS else 0
+    1.1-1.3x slower).  Until 2026-12-07 dy counted as a weight here (it is packed, PACKED_A_VIEWS):
+    weight gradients of at most 128 columns took column blocks, read dy in place and ran 1x1 64 ->
+    256 at 56x56 in 3.4x, 128 -> 512 at 28x28 in 2.7x the time of one block (PoCL, AVX2)."""
+    return shape.K if shape.a_view in PACKED_A_VIEWS and shape.a_view not in PER_CHUNK_VIEWS else 0
 
 
 def cpu_work_groups(m: int, n: int, wm: int, vn: int, lx: int, groups: int, nb: int = 1) -> int:

@@ -202,10 +202,19 @@ class SplitK(Algorithm):
         for s in self.cuts(K, tk, self.min_piece(problem)):
             if s * elements * problem.itemsize > limit:
                 continue
-            uneven = self.piece_length(K, s, tk) * s != K
-            miss = self.fill_miss(fit, tile, tiles, s)
-            out.append((miss, uneven, s) if gpu else (uneven, miss, s))
+            if gpu:
+                out.append(self._gpu_cut_rank(fit, tile, tiles, K, s))
+            else:
+                uneven = self.piece_length(K, s, tk) * s != K
+                out.append((uneven, self.fill_miss(fit, tile, tiles, s), s))
         return [s for *_, s in sorted(out)]
+
+    @classmethod
+    def _gpu_cut_rank(cls, fit: limits.Limits, tile: dict, tiles: int, contraction: int, splits: int) -> tuple:
+        """A GPU tile's order of piece counts (splits_for's): the fill miss, then cuts that leave
+        the pieces even, then fewer pieces."""
+        uneven = cls.piece_length(contraction, splits, tile_extent(tile)[2]) * splits != contraction
+        return (cls.fill_miss(fit, tile, tiles, splits), uneven, splits)
 
     def decline_reason(self, problem, device):
         reason = super().decline_reason(problem, device)
@@ -265,8 +274,7 @@ class SplitK(Algorithm):
         near = cuts[max(0, at - 1):at + 1]
         if not near:
             return 0
-        return min(near, key=lambda s: (self.fill_miss(fit, tile, tiles, s),
-                                        self.piece_length(shape.K, s, tk) * s != shape.K, s))
+        return min(near, key=lambda s: self._gpu_cut_rank(fit, tile, tiles, shape.K, s))
 
     def one_launch(self, problem: Problem, config: Mapping[str, Any], device) -> bool:
         """Whether the pieces are summed by the GEMM's own launch (the last piece of each output

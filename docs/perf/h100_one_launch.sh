@@ -14,14 +14,14 @@
 # root first on sys.path, and the root's clconv would shadow the trees PYTHONPATH names (the thirty-
 # first session's copy of this script ran its tests and both sides of its streams from the root's
 # tree so).  Each step prints which clconv it imported.
-here=$PWD
-. .gpu/opencl-on-gpu.sh
-tree() { echo "$here/.ab/$1:$here:$here/docs/perf:$HOME/.gpu-site"; }
-which() { (cd /tmp && PYTHONPATH=$(tree $1) python3 -c "import clconv, clconv.limits as l, clconv.algorithms.splitk as s; print('$1:', clconv.__file__, 'NVIDIA_HANDOFF', l.NVIDIA_HANDOFF, 'ONE_LAUNCH', s.SplitK.ONE_LAUNCH)"); }
+root=$PWD
+. .gpu/opencl-on-gpu.sh  # (it sets a variable of its own named here)
+tree() { echo "$root/.ab/$1:$root:$root/docs/perf:$HOME/.gpu-site"; }
+which() { (cd /tmp && PYTHONPATH=$(tree $1) python3 -c "import clconv; from clconv import limits; from clconv.algorithms.splitk import SplitK; print('$1:', clconv.__file__, 'NVIDIA_HANDOFF', limits.NVIDIA_HANDOFF, 'ONE_LAUNCH', SplitK.ONE_LAUNCH)"); }
 which new; which base
 steps=${STEPS:-one tests streams}
 if [[ " $steps " == *" one "* ]]; then
-(cd /tmp && PYTHONPATH=$(tree new) timeout 200 python3 $here/docs/perf/splitk_one_launch.py $OUT/one-launch.json $here/docs/perf/h200-pointwise-small-layers.txt $here/docs/perf/h200-strided-small-layers.txt ${SETS-gpu} --rounds ${ROUNDS:-3} > /tmp/one.txt 2>&1); echo "one-launch exit $?"
+(cd /tmp && PYTHONPATH=$(tree new) timeout 200 python3 $root/docs/perf/splitk_one_launch.py $OUT/one-launch.json $root/docs/perf/h200-pointwise-small-layers.txt $root/docs/perf/h200-strided-small-layers.txt ${SETS-gpu} --rounds ${ROUNDS:-3} > /tmp/one.txt 2>&1); echo "one-launch exit $?"
 python3 -c "
 import json; d=json.load(open('$OUT/one-launch.json')); s=d['summary']; print({k: s[k] for k in s})
 for r in d['rows']:
@@ -29,11 +29,11 @@ for r in d['rows']:
 "
 fi
 [[ " $steps " == *" tests "* ]] && \
-(cd /tmp && PYTHONPATH=$(tree new) CLCONV_CACHE_DIR=$(mktemp -d) timeout 120 python3 -m pytest -x -q -p no:cacheprovider -rs --rootdir $here $here/tests/algorithms/test_gemm_configs.py -k "one_launch or splitk" $here/tests/unit/test_plans.py 2>&1 | tail -4)
+(cd /tmp && PYTHONPATH=$(tree new) CLCONV_CACHE_DIR=$(mktemp -d) timeout 120 python3 -m pytest -x -q -p no:cacheprovider -rs --rootdir $root $root/tests/algorithms/test_gemm_configs.py -k "one_launch or splitk" $root/tests/unit/test_plans.py 2>&1 | tail -4)
 [[ " $steps " == *" streams "* ]] || exit 0
 mkdir -p /tmp/s
 for i in $(seq ${STREAM_ROUNDS:-2}); do for name in pointwise-small strided-small; do for side in new base; do
-  (cd /tmp && PYTHONPATH=$(tree $side) CLCONV_CACHE_DIR=$(mktemp -d) timeout 100 python3 -m clconv bench $here/docs/perf/h200-$name-layers.txt --check --quiet --json /tmp/s/$name-$side-$i.json > /tmp/s/$name-$side-$i.txt 2>&1)
+  (cd /tmp && PYTHONPATH=$(tree $side) CLCONV_CACHE_DIR=$(mktemp -d) timeout 100 python3 -m clconv bench $root/docs/perf/h200-$name-layers.txt --check --quiet --json /tmp/s/$name-$side-$i.json > /tmp/s/$name-$side-$i.txt 2>&1)
   echo "$name $side $i: $(grep -iE 'stream of default' /tmp/s/$name-$side-$i.txt | cut -c1-140)"
   python3 -c "
 import json, glob, os

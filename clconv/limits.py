@@ -134,9 +134,10 @@ def _probe(device: cl.Device, context: cl.Context | None) -> Limits:
 
 
 NVIDIA_VENDOR_ID = 0x10DE
-# Whether NVIDIA's GPUs take the handoff with inline PTX's membar.gl: not until the fence in its PTX
-# and the results are checked on a GPU (docs/perf/h100_one_launch.sh; no GPU came for it yet)
-NVIDIA_HANDOFF = False
+# Whether NVIDIA's GPUs take the handoff with inline PTX's membar.gl.  Checked on an H100 (driver
+# 580.159.04, 2026-12-07; docs/perf/h100_one_launch.sh): the kernel's PTX carries membar.gl, 43
+# layer-passes matched two launches bit for bit over 3 rounds, the one-launch tests passed on the GPU
+NVIDIA_HANDOFF = True
 
 
 def handoff_fence_of(device: cl.Device) -> str:
@@ -148,8 +149,8 @@ def handoff_fence_of(device: cl.Device) -> str:
       OpenCL's ``mem_fence``.  Its work-groups are threads on cores with coherent caches, and the
       atomic is a locked instruction; the suite runs split-K in one launch bit for bit against two
       on PoCL, Intel's CPU runtime and Mesa's rusticl on llvmpipe.
-    * an NVIDIA GPU, once checked (NVIDIA_HANDOFF): inline PTX ``membar.gl``, CUDA's __threadfence
-      (its last-block reduction is this pattern).  NVIDIA's compiler lowers
+    * an NVIDIA GPU (NVIDIA_HANDOFF): inline PTX ``membar.gl``, CUDA's __threadfence (its
+      last-block reduction is this pattern).  NVIDIA's compiler lowers
       ``mem_fence(CLK_GLOBAL_MEM_FENCE)`` to ``membar.cta``, a work-group's scope (seen in the PTX:
       docs/perf/splitk_one_launch.py), though all 66 layer-passes matched two launches with it.
     * anything else: none.  Other GPUs' compilers may lower the OpenCL 1.2 fence to a work-group's

@@ -33,15 +33,20 @@ class Described:
     global_mem: int
     extensions: str = ""
     float_lanes: int = 1
+    vendor_id: int = 0
 
     def limits(self) -> limits.Limits:
         return limits.Limits(work_group=self.work_group, work_item_sizes=self.work_item_sizes,
                              local_mem=self.local_mem, compute_units=self.compute_units, gpu=self.gpu,
-                             float_lanes=self.float_lanes)
+                             float_lanes=self.float_lanes,
+                             handoff_fence=limits.handoff_fence_of(self._identity()))  # type: ignore[arg-type]
+
+    def _identity(self) -> StandIn:
+        return StandIn(type=cl.device_type.GPU if self.gpu else cl.device_type.CPU, vendor_id=self.vendor_id)
 
     def stand_in(self) -> StandIn:
         """A new device object for this description, its limits registered (no probe runs for it)."""
-        device = StandIn(type=cl.device_type.GPU if self.gpu else cl.device_type.CPU, name=self.name,
+        device = StandIn(type=cl.device_type.GPU if self.gpu else cl.device_type.CPU, name=self.name, vendor_id=self.vendor_id,
                          max_compute_units=self.compute_units, max_work_group_size=self.work_group,
                          local_mem_size=self.local_mem, global_mem_size=self.global_mem,
                          max_mem_alloc_size=self.global_mem // 4, native_vector_width_float=self.float_lanes,
@@ -52,4 +57,4 @@ class Described:
 
 # The H200 of issue 12's tuning runs and sweeps (NVIDIA's OpenCL 580.159), as clconv.limits probed it
 H200 = Described(name="NVIDIA H200", gpu=True, compute_units=132, work_group=1024, work_item_sizes=(1024, 1024, 64),
-                 local_mem=48 * 1024, global_mem=150 * 2**30, extensions="cl_khr_fp64")
+                 local_mem=48 * 1024, global_mem=150 * 2**30, extensions="cl_khr_fp64", vendor_id=limits.NVIDIA_VENDOR_ID)

@@ -177,11 +177,12 @@ DOT_MIN_IMAGE_STEPS = 16
 # about 120 on 2D ones, not measured further), so the bound is a 2D layer's, and it is AVX-512's
 # (16 float lanes, DOT_ROW_BOUND_LANES).  With 8 lanes (a 2-core AMD EPYC with AVX2 and 512 KiB
 # L2, 2026-12-07, the same layers; docs/perf/pocl-2t-zen3-dot-rows.txt) the column buffer's GEMM
-# ran 1.1-2.0x the dot products' time at up to 64 output channels (ResNet's 3x3 64 layers 0.55-0.61x
-# with the dot products, the 7x7 stem 0.66x, 3-channel first layers 0.54-0.61x); the dot products
-# lost at 96 (1.13x) and on the DCGAN layer's 256 (1.35x): there the bound is twice as many rows.  1x1 stride-1
-# layers, whose dot products read the input in place (gemm1x1: no column buffer), ran in 0.61-0.74x
-# the column GEMM's time at 128 and 256 output channels: no bound there under 16 lanes.
+# ran 1.1-2.0x the dot products' time at up to 64 output channels (ResNet's 3x3 64 layers
+# 0.55-0.61x with the dot products, the 7x7 stem 0.66x, 3-channel first layers 0.54-0.61x); the dot
+# products lost at 96 (1.13x) and on the DCGAN layer's 256 (1.35x): there the bound is twice as
+# many rows.  1x1 stride-1 layers, whose dot products read the input in place (gemm1x1: no column
+# buffer), ran in 0.61-0.74x the column GEMM's time at 128 and 256 output channels: no bound there
+# under 16 lanes.
 DOT_MAX_ROWS = 32
 DOT_ROW_BOUND_LANES = 16
 

@@ -141,7 +141,13 @@ NVIDIA_HANDOFF = True
 
 
 def handoff_fence_of(device: cl.Device) -> str:
-    """The fence by which ``device``'s work-groups may hand results to each other through an atomic
+    """handoff_fence_for ``device``'s type and vendor."""
+    return handoff_fence_for(device.type, device.vendor_id)
+
+
+def handoff_fence_for(kind: int, vendor_id: int) -> str:
+    """The fence by which the work-groups of a device of type ``kind`` (cl.device_type bits) from
+    ``vendor_id`` may hand results to each other through an atomic
     counter (Limits.handoff_fence); OpenCL 1.2 leaves memory consistency between work-groups to the
     implementation, so only where checked:
 
@@ -155,10 +161,9 @@ def handoff_fence_of(device: cl.Device) -> str:
       docs/perf/splitk_one_launch.py), though all 66 layer-passes matched two launches with it.
     * anything else: none.  Other GPUs' compilers may lower the OpenCL 1.2 fence to a work-group's
       scope too; they keep split-K's second launch until checked."""
-    kind = device.type
     if kind & cl.device_type.CPU and not kind & (cl.device_type.GPU | cl.device_type.ACCELERATOR):
         return "mem_fence"
-    if NVIDIA_HANDOFF and kind & cl.device_type.GPU and device.vendor_id == NVIDIA_VENDOR_ID:
+    if NVIDIA_HANDOFF and kind & cl.device_type.GPU and vendor_id == NVIDIA_VENDOR_ID:
         return "membar.gl"
     return ""
 

@@ -35,18 +35,18 @@ class Described:
     float_lanes: int = 1
     vendor_id: int = 0
 
+    @property
+    def kind(self) -> int:
+        return cl.device_type.GPU if self.gpu else cl.device_type.CPU
+
     def limits(self) -> limits.Limits:
         return limits.Limits(work_group=self.work_group, work_item_sizes=self.work_item_sizes,
                              local_mem=self.local_mem, compute_units=self.compute_units, gpu=self.gpu,
-                             float_lanes=self.float_lanes,
-                             handoff_fence=limits.handoff_fence_of(self._identity()))  # type: ignore[arg-type]
-
-    def _identity(self) -> StandIn:
-        return StandIn(type=cl.device_type.GPU if self.gpu else cl.device_type.CPU, vendor_id=self.vendor_id)
+                             float_lanes=self.float_lanes, handoff_fence=limits.handoff_fence_for(self.kind, self.vendor_id))
 
     def stand_in(self) -> StandIn:
         """A new device object for this description, its limits registered (no probe runs for it)."""
-        device = StandIn(type=cl.device_type.GPU if self.gpu else cl.device_type.CPU, name=self.name, vendor_id=self.vendor_id,
+        device = StandIn(type=self.kind, name=self.name, vendor_id=self.vendor_id,
                          max_compute_units=self.compute_units, max_work_group_size=self.work_group,
                          local_mem_size=self.local_mem, global_mem_size=self.global_mem,
                          max_mem_alloc_size=self.global_mem // 4, native_vector_width_float=self.float_lanes,

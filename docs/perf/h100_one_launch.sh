@@ -17,8 +17,8 @@
 root=$PWD
 . .gpu/opencl-on-gpu.sh  # (it sets a variable of its own named here)
 tree() { echo "$root/.ab/$1:$root:$root/docs/perf:$HOME/.gpu-site"; }
-which() { (cd /tmp && PYTHONPATH=$(tree $1) python3 -c "import clconv; from clconv import limits; from clconv.algorithms.splitk import SplitK; print('$1:', clconv.__file__, 'NVIDIA_HANDOFF', limits.NVIDIA_HANDOFF, 'ONE_LAUNCH', SplitK.ONE_LAUNCH)"); }
-which new; which base
+imported() { (cd /tmp && PYTHONPATH=$(tree $1) python3 -c "import clconv; from clconv import limits; from clconv.algorithms.splitk import SplitK; print('$1:', clconv.__file__, 'NVIDIA_HANDOFF', limits.NVIDIA_HANDOFF, 'ONE_LAUNCH', SplitK.ONE_LAUNCH)"); }
+imported new; imported base
 steps=${STEPS:-one tests streams}
 if [[ " $steps " == *" one "* ]]; then
 (cd /tmp && PYTHONPATH=$(tree new) timeout 200 python3 $root/docs/perf/splitk_one_launch.py $OUT/one-launch.json $root/docs/perf/h200-pointwise-small-layers.txt $root/docs/perf/h200-strided-small-layers.txt ${SETS-gpu} --rounds ${ROUNDS:-3} > /tmp/one.txt 2>&1); echo "one-launch exit $?"

@@ -21,7 +21,7 @@ import pyopencl.array as cl_array
 import pytest
 
 import clconv
-from clconv import caches, limits
+from clconv import caches, limits, templates
 from clconv.algorithms import REGISTRY
 from clconv.algorithms.gemm import TILE_KEYS, cpu_config, dot_config
 from clconv.epilogue import Epilogue
@@ -373,12 +373,31 @@ def test_cpu_gemm_grouped_and_transposed(queue, rng, tag, pass_):
 
 
 @pytest.mark.parametrize("chunked", [False, True], ids=["whole-batch", "per-image"])
-@pytest.mark.parametrize("config", ["wm4-vn8", "wm8-vn16"])
-def test_cpu_gemm_weight_gradient_walks_dy_rows(queue, rng, monkeypatch, config, chunked):
-    # M = 8 divides WM: the weight gradient's A (dy rows) is walked with a pointer, image by image
+@pytest.mark.parametrize("config,outputs", [("wm4-vn8", 8), ("wm8-vn16", 8), ("wm4-vn8", 7)],
+                         ids=["wm4-m8", "wm8-m8", "wm4-m7-shifted"])
+def test_cpu_gemm_weight_gradient_walks_dy_rows(queue, rng, monkeypatch, config, outputs, chunked):
+    # M = 8 divides WM: the weight gradient's A (dy rows) is walked with a pointer, image by image;
+    # M = 7 too, its last block of 4 rows shifted back to rows 3-6 (rows 4-6 stored)
     if chunked:
         monkeypatch.setenv("CLCONV_WORKSPACE_LIMIT", str(5 * 9 * 81 * 4))
-    _run(queue, rng, "n3g1c5o8i9x9k3x3s1x1p1x1d1x1", "backward_weight", "im2col", CPU[config])
+    _run(queue, rng, f"n3g1c5o{outputs}i9x9k3x3s1x1p1x1d1x1", "backward_weight", "im2col", CPU[config])
+
+
+@pytest.mark.parametrize("config,rows", [("wm4-vn8", "shifted"), ("wm3-vn4", "shifted"), ("wm8-vn16", "clamped")])
+def test_cpu_gemm_last_block_of_rows_read_in_place(queue, rng, config, rows):
+    """A read in place (a weight of 25 columns: too few sweeps to pack) by a last block of rows that
+    M (7) does not fill: shifted back to end at M where M holds a whole block, so that its rows'
+    addresses are one base and constant offsets (a clamp per row spilled the 6 x 16 tile's
+    accumulators on AVX2: 2x its time), clamped per row where it does not (WM = 8).  The weight
+    gradient's dy rows: test_cpu_gemm_weight_gradient_walks_dy_rows."""
+    tag = "n1g1c9o7i5x5k1x1s1x1p0x0d1x1"  # M = 7, N = 25
+    problem = Problem(geometry(tag), "forward", "float32")
+    plan = REGISTRY["gemm1x1"].plan(problem, CPU[config], queue.device)
+    assert "clc_pack_a" not in [call.entry for call in plan.calls]
+    gemm = next(s.text for s in templates.render_plan(plan)[0] if "void clc_gemm(" in s.text)
+    assert ("m_own" in gemm) == (rows == "shifted")
+    assert ("min(m0 + 1, CLC_M - 1)" in gemm) == (rows == "clamped")
+    _run(queue, rng, tag, "forward", "gemm1x1", CPU[config], bias=True)
 
 
 def test_cpu_gemm_splitk(queue, rng):

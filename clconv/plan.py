@@ -104,13 +104,16 @@ class Arg:
     ``with_offset`` adds the element offset as a following ``long`` argument; ``fallback`` names
     the operand to pass instead when ``role`` is absent (an unused bias pointer must still be valid);
     ``align``: the kernel reads the tensor in aligned vectors, so its element offset must be a
-    multiple of it (a workspace's always is: it starts a buffer of its own).
+    multiple of it (a workspace's always is: it starts a buffer of its own); ``epilogue``: "bias" or
+    "residual" for the epilogue's arguments, which a kernel whose program's epilogue reads no such
+    tensor does not take (prelude.mako's epilogue_params; ``algorithms.base.call`` drops them).
     """
 
     role: str
     with_offset: bool = True
     fallback: str | None = None
     align: int = 1
+    epilogue: str = ""
 
 
 KernelArg = Union[Arg, np.generic]  # a tensor, or a literal scalar of a fixed OpenCL width

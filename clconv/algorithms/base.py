@@ -63,7 +63,22 @@ def source(template: str, problem: Problem, index: str | None = None, **params: 
 
 def call(source_: KernelSource, entry: str, global_size: tuple[int, ...], local_size: tuple[int, ...] | None,
          *args: Arg | np.generic) -> KernelCall:
-    return KernelCall(source_, entry, tuple(global_size), None if local_size is None else tuple(local_size), args)
+    """A launch of ``entry`` of ``source_`` with ``args``, less the epilogue arguments (Arg.epilogue)
+    its program takes none of: a bias where the source renders none, a residual where its epilogue
+    adds none (prelude.mako's epilogue_params)."""
+    kept = tuple(arg for arg in args if not (isinstance(arg, Arg) and arg.epilogue and not takes(source_, arg.epilogue)))
+    return KernelCall(source_, entry, tuple(global_size), None if local_size is None else tuple(local_size), kept)
+
+
+def takes(source_: KernelSource, part: str) -> bool:
+    """Whether the kernels of ``source_`` that store the result take the epilogue's ``part``
+    ("bias" or "residual") as an argument: as the source's bias flag and epilogue say."""
+    if part == "bias":
+        return bool(source_.params.get("bias"))
+    if part == "residual":
+        epilogue = source_.params.get("epilogue")
+        return bool(epilogue is not None and epilogue.residual)
+    raise ValueError(f"an epilogue argument is 'bias' or 'residual', not {part!r}")
 
 
 def pass_args(problem: Problem, bias_fallback: str | None = None) -> tuple[Arg, ...]:
@@ -81,4 +96,4 @@ def epilogue_args(problem: Problem, fallback: str | None = None) -> tuple[Arg, A
     """The bias and residual arguments of a kernel that writes the result (clc_store_result's);
     an absent one is passed as ``fallback`` (a valid pointer, never read)."""
     fallback = fallback or problem.spec.inputs[-1]
-    return Arg("bias", fallback=fallback), Arg("residual", fallback=fallback)
+    return Arg("bias", fallback=fallback, epilogue="bias"), Arg("residual", fallback=fallback, epilogue="residual")

@@ -794,7 +794,7 @@ class Gemm:
         b = "bpack" if self.pack_b else b
         residual = "residual" if c in ("y", "dx") else c
         align_a, align_b = (VECTOR_ALIGN if vector else 1 for vector in self.vectors)
-        epilogue = (Arg(bias or c, fallback=c), Arg(residual, fallback=c))
+        epilogue = (Arg(bias or c, fallback=c, epilogue="bias"), Arg(residual, fallback=c, epilogue="residual"))
         finish: tuple[Arg, ...] = ()
         if self.finish:
             epilogue = self.finish.epilogue or epilogue

@@ -98,8 +98,7 @@ ${body("o", plan.tail_overlap)}
 /* global: rows = N * COUT * OD * OH rounded up; y row = w-weighted sum of KD*KH input rows */
 __kernel void clc_dw_rows_forward(__global const clc_data* restrict x_base, const long x_off,
                                   __global const clc_data* restrict w_base, const long w_off,
-                                  __global const clc_data* restrict bias_base, const long bias_off,
-                                  __global const clc_data* restrict residual_base, const long residual_off,
+                                  ${prelude.epilogue_params(bias, epilogue)}
                                   __global clc_data* restrict y_base, const long y_off)
 {
     const clc_idx row = get_global_id(0);
@@ -164,8 +163,7 @@ ${vector_columns(forward_vector)}
    `bias` and `residual` here are the transposed convolution's (its output is this input gradient). */
 __kernel void clc_dw_rows_backward_data(__global const clc_data* restrict dy_base, const long dy_off,
                                         __global const clc_data* restrict w_base, const long w_off,
-                                        __global const clc_data* restrict bias_base, const long bias_off,
-                                        __global const clc_data* restrict residual_base, const long residual_off,
+                                        ${prelude.epilogue_params(bias, epilogue)}
                                         __global clc_data* restrict dx_base, const long dx_off)
 {
     const clc_idx row = get_global_id(0);

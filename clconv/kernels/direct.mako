@@ -46,8 +46,7 @@ ${prelude.entry_points(self, entries)}\
 /* global: N * COUT * OP rounded up (`element`); x, w, bias, residual, y each with an element offset. */
 __kernel void clc_direct_forward(__global const clc_data* x_base, const long x_off,
                                  __global const clc_data* w_base, const long w_off,
-                                 __global const clc_data* bias_base, const long bias_off,
-                                 __global const clc_data* residual_base, const long residual_off,
+                                 ${prelude.epilogue_params(bias, epilogue)}
                                  __global clc_data* y_base, const long y_off${prelude.geometry_params(geom)})
 {
 ${element("CLC_OP", "CLC_COUT")}
@@ -95,8 +94,7 @@ ${element("CLC_OP", "CLC_COUT")}
    work-item reads it KH times.  global: N * COUT * OD * ${STRIPS} * OW rounded up (`element`). */
 __kernel void clc_direct_forward_rows(__global const clc_data* x_base, const long x_off,
                                       __global const clc_data* w_base, const long w_off,
-                                      __global const clc_data* bias_base, const long bias_off,
-                                      __global const clc_data* residual_base, const long residual_off,
+                                      ${prelude.epilogue_params(bias, epilogue)}
                                       __global clc_data* y_base, const long y_off)
 {
 ${element(f"((clc_idx){OD * STRIPS * OW})", "CLC_COUT")}
@@ -169,8 +167,7 @@ ${element(f"((clc_idx){OD * STRIPS * OW})", "CLC_COUT")}
    them.  global: N * (COUT / ${COB}) * OD * ${STRIPS} * OW rounded up (`element`, over blocks). */
 __kernel void clc_direct_forward_block(__global const clc_data* x_base, const long x_off,
                                        __global const clc_data* w_base, const long w_off,
-                                       __global const clc_data* bias_base, const long bias_off,
-                                       __global const clc_data* residual_base, const long residual_off,
+                                       ${prelude.epilogue_params(bias, epilogue)}
                                        __global clc_data* y_base, const long y_off)
 {
 ${element(f"((clc_idx){OD * STRIPS * OW})", f"{BLOCKS}")}
@@ -240,8 +237,7 @@ ${element(f"((clc_idx){OD * STRIPS * OW})", f"{BLOCKS}")}
    `bias` here is the transposed convolution's bias (its output is this input gradient). */
 __kernel void clc_direct_backward_data(__global const clc_data* dy_base, const long dy_off,
                                        __global const clc_data* w_base, const long w_off,
-                                       __global const clc_data* bias_base, const long bias_off,
-                                       __global const clc_data* residual_base, const long residual_off,
+                                       ${prelude.epilogue_params(bias, epilogue)}
                                        __global clc_data* dx_base, const long dx_off${prelude.geometry_params(geom)})
 {
 ${element("CLC_IP", "CLC_CIN")}

@@ -156,8 +156,7 @@ __kernel __attribute__((reqd_work_group_size(${RTN}, ${RTM}, 1)))
 void clc_gemm(__global const clc_a_t* restrict a_base, const long a_off,
               __global const clc_b_t* restrict b_base, const long b_off,
               __global clc_c_t* restrict c_base, const long c_off,
-              __global const clc_data* restrict bias_base, const long bias_off,
-              __global const clc_data* restrict residual_base, const long residual_off,
+              ${prelude.epilogue_params(bias, epilogue)}
               const int chunk${"," if FINISH else ")"}
 % if FINISH:
               __global volatile int* restrict tickets, __global clc_data* restrict result_base, const long result_off)

@@ -263,8 +263,7 @@ __kernel __attribute__((reqd_work_group_size(${LM}, 1, 1)))
 void clc_gemm(__global const ${a_t}* restrict a_base, const long a_off,
               __global const ${b_t}* restrict b_base, const long b_off,
               __global clc_c_t* restrict c_base, const long c_off,
-              __global const clc_data* restrict bias_base, const long bias_off,
-              __global const clc_data* restrict residual_base, const long residual_off,
+              ${prelude.epilogue_params(bias, epilogue)}
               const int chunk)
 {
     __global const ${a_t}* restrict a = a_base + a_off;

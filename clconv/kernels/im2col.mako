@@ -39,8 +39,7 @@ __kernel void clc_im2col(__global const clc_data* restrict x_base, const long x_
 <%def name="clc_col2im()">
 /* global: (IP rounded up, NB*CIN). */
 __kernel void clc_col2im(__global const clc_real* restrict col,
-                         __global const clc_data* restrict bias_base, const long bias_off,
-                         __global const clc_data* restrict residual_base, const long residual_off,
+                         ${prelude.epilogue_params(bias, epilogue)}
                          __global clc_data* restrict dx_base, const long dx_off, const int chunk)
 {
     const clc_idx pi = get_global_id(0);

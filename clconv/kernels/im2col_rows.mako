@@ -181,8 +181,7 @@ __kernel void clc_im2col_t_rows(__global const clc_data* restrict x_base, const 
    element).  Taps are added in the same order as clc_col2im's, then the epilogue.
    global: (ID*IH, NB, CIN) */
 __kernel void clc_col2im_rows(__global const clc_real* restrict col,
-                              __global const clc_data* restrict bias_base, const long bias_off,
-                              __global const clc_data* restrict residual_base, const long residual_off,
+                              ${prelude.epilogue_params(bias, epilogue)}
                               __global clc_data* restrict dx_base, const long dx_off, const int chunk)
 {
     const int line = get_global_id(0);            /* id * IH + ih */

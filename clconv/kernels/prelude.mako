@@ -42,6 +42,7 @@ typedef ${real} clc_real;
 typedef ${index} clc_idx;
 ${storage(data)}
 ${result(epilogue, bias)}
+${absent_epilogue_params(epilogue, bias)}
 
 /* canonical convolution x(N, G*CI, ID, IH, IW) * w(G*CO, CI, KD, KH, KW) -> y(N, G*CO, OD, OH, OW) */
 #define CLC_N  ${geom.batch}
@@ -183,6 +184,27 @@ vstore${n}(${value}, 0, ${ptr});\
 % endif
 </%def>
 
+## The bias and residual parameters of a kernel that stores the result, in its parameter list:
+##   ${prelude.epilogue_params(bias, epilogue)}   (one line, each pair ending in a comma)
+## each only where this program's epilogue reads it.  Every buffer argument costs a launch host time
+## (NVIDIA's driver about 0.6 us a buffer, docs/perf/launch_paths.py), and most calls have neither;
+## clconv.algorithms.base.call drops the matching arguments (Arg.epilogue).  An absent one is a null
+## pointer of the same name (absent_epilogue_params, in the header), which the epilogue never reads,
+## so the kernels' bodies need not say which are there.
+<%def name="epilogue_params(bias, epilogue)">\
+${"__global const clc_data* restrict bias_base, const long bias_off, " if bias else ""}\
+${"__global const clc_data* restrict residual_base, const long residual_off," if epilogue.residual else ""}\
+</%def>
+<%def name="absent_epilogue_params(epilogue, bias)">\
+% if not bias:
+#define bias_base ((__global const clc_data*)0)  /* no bias: no kernel of this program takes one */
+#define bias_off 0
+% endif
+% if not epilogue.residual:
+#define residual_base ((__global const clc_data*)0)  /* no residual: no kernel of this program takes one */
+#define residual_off 0
+% endif
+</%def>
 ## The epilogue: every kernel that writes the pass's result (y, or dx of a transposed convolution)
 ## stores it with clc_store_result(out, at, v, bias, channel, residual): out and residual point at
 ## the tensors' first elements (offsets applied), `at` indexes both (same shape and layout), and

@@ -27,8 +27,7 @@ __kernel void clc_splitk_sum(__global const clc_real* restrict partial,
 ##
 <%def name="clc_splitk_result()">
 __kernel void clc_splitk_result(__global const clc_real* restrict partial,
-                                __global const clc_data* restrict bias_base, const long bias_off,
-                                __global const clc_data* restrict residual_base, const long residual_off,
+                                ${prelude.epilogue_params(bias, epilogue)}
                                 __global clc_data* restrict out_base, const long out_off)
 {
     const clc_idx e = get_global_id(0);

@@ -414,8 +414,7 @@ __kernel void clc_wino_transforms(__global const clc_data* restrict src_base, co
 <% ALPHA, A, GT, B = derived(M, BT, G, AT) %>\
 /* global: (P rounded up, GROUPS * COUT); one work-item per (tile, output channel): A^T t A. */
 __kernel void clc_wino_output(__global const clc_real* restrict m,
-                              __global const clc_data* restrict bias_base, const long bias_off,
-                              __global const clc_data* restrict residual_base, const long residual_off,
+                              ${prelude.epilogue_params(bias, epilogue)}
                               __global clc_data* restrict dst_base, const long dst_off)
 {
 % if VT > 1:

@@ -265,3 +265,37 @@ def test_winograd_of_a_kernel_one_deep_in_channels_last(queue, rng, pass_):
     got = case.call(family, last, algorithm="winograd", layout="channels_last", activation="leaky_relu", alpha=0.5)
     assert got.shape == case.channels_last(expected, result_role).shape
     assert_matches(case.channels_first(got), expected, case.reduction_length(family), "float32")
+
+
+# -- the epilogue's arguments ----------------------------------------------------------------------------
+
+PLAIN_COMBOS = [(c, p, a) for c, p, a in COMBOS if p != "backward_weight"]
+
+
+@pytest.mark.parametrize("case,pass_,algorithm", PLAIN_COMBOS, ids=[param_id(*c) for c in PLAIN_COMBOS])
+def test_kernels_take_only_the_epilogue_arguments_they_read(case, pass_, algorithm):
+    """A kernel takes the bias and the residual only where its program's epilogue reads them
+    (prelude.mako's epilogue_params): each buffer argument costs every launch host time.  Without
+    either, no call passes them and no source declares them; with both, each kernel that stores the
+    result takes both (its source declares them and its call passes the operands, never a
+    fallback: the results tests above check what they do)."""
+    from clconv import templates
+    from clconv.plan import Problem
+
+    geometry = case.problem(case.family_for(pass_)).geometry
+    for bias, epilogue in ((False, Epilogue()), (True, Epilogue(residual=True, beta=0.5))):
+        problem = Problem(geometry, pass_, "float32", bias=bias, epilogue=epilogue)
+        alg = REGISTRY[algorithm]
+        plan = alg.plan(problem, alg.configs(problem, DEVICE)[0], DEVICE)
+        sources, index = templates.render_plan(plan)
+        texts = [source.text for source in sources]
+        parts = [[arg for arg in call.args if getattr(arg, "epilogue", "")] for call in plan.calls]
+        if not bias:
+            assert not any(parts), parts
+            assert not any("const long bias_off" in text or "const long residual_off" in text for text in texts)
+            continue
+        stores = [i for i, call in enumerate(plan.calls) if any(getattr(arg, "role", None) == "bias" for arg in call.args)]
+        assert stores, "no kernel stores the result with the bias"
+        for i in stores:
+            assert [arg.epilogue for arg in parts[i]] == ["bias", "residual"]
+            assert "const long bias_off," in texts[index[i]] and "const long residual_off," in texts[index[i]]

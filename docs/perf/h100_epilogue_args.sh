@@ -14,7 +14,7 @@
 root=$PWD
 . .gpu/opencl-on-gpu.sh  # (it sets a variable of its own named here)
 tree() { if [ "$1" = work ]; then echo "$root:$root/docs/perf:$HOME/.gpu-site"; else echo "$root/.ab/$1:$root/docs/perf:$HOME/.gpu-site"; fi; }
-imported() { (cd /tmp && PYTHONPATH=$(tree $1) python3 -c "import clconv, clconv.algorithms.base as b; print('$1:', clconv.__file__, 'takes' in dir(b))"); }
+imported() { (cd /tmp && PYTHONPATH=$(tree $1) python3 -c "import clconv; from clconv.algorithms import base; print('$1:', clconv.__file__, 'epilogue arguments only where read:', hasattr(base, 'takes'))"); }
 imported work; imported base
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
 steps=${STEPS:-host streams tests}

@@ -93,7 +93,9 @@ def pass_args(problem: Problem, bias_fallback: str | None = None) -> tuple[Arg, 
 
 
 def epilogue_args(problem: Problem, fallback: str | None = None) -> tuple[Arg, Arg]:
-    """The bias and residual arguments of a kernel that writes the result (clc_store_result's);
-    an absent one is passed as ``fallback`` (a valid pointer, never read)."""
+    """The bias and residual arguments of a kernel that writes the result (clc_store_result's),
+    marked as the epilogue's: ``call`` drops each where the kernel's program reads none.  One the
+    kernel takes but the call has no operand for is passed as ``fallback`` (a valid pointer, never
+    read)."""
     fallback = fallback or problem.spec.inputs[-1]
     return Arg("bias", fallback=fallback, epilogue="bias"), Arg("residual", fallback=fallback, epilogue="residual")

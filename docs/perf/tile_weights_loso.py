@@ -6,7 +6,8 @@ Offline, on the all-tiles runs (every GPU tile timed; docs/perf/gemm_all_tiles.p
 
     python docs/perf/tile_weights_loso.py ALGORITHM PASS [RUN.json ...]
 
-ALGORITHM PASS: e.g. im2col backward_data; RUN.json: all-tiles runs in docs/perf (default:
+ALGORITHM PASS: e.g. im2col backward_data, winograd forward (its GEMMs at the heuristic's tile side;
+the forward and data gradient only); RUN.json: all-tiles runs in docs/perf (default:
 heuristic_check.ALL_TILES and RETIMED).  How gemm.COLUMN_WEIGHTS were chosen (docs/performance.md).
 """
 import argparse
@@ -26,7 +27,7 @@ from clconv.tools import shapes
 # loads' weight; whether LARGE_GEMM_TILE may be promoted)
 GRID = [w for w in itertools.product([None, 128, 256, 512], [0.5, 1.0], [0.0, 0.5, 1.0, 2.0], [True, False])
         if not (w[0] is None and w[1] == 1.0)]
-TIMED_KEYS = ("TM", "TN", "WM", "WN", "VW")
+TIMED_KEYS = ("TM", "TN", "WM", "WN", "VW", "m")
 
 
 def layer_passes(algorithm_name: str, pass_: str, files: list[str], device) -> list[tuple]:
@@ -49,6 +50,11 @@ def layer_passes(algorithm_name: str, pass_: str, files: list[str], device) -> l
         seen.add(g.tag())
         if algorithm_name == "im2col":
             shape = algorithm._shape(problem, algorithm.chunk_batch(problem, device) or 1)
+        elif algorithm_name == "winograd":  # the GEMMs of the heuristic's tile side (config m)
+            side = algorithm.configs(problem, device)[0]["m"]
+            if not any(f" m={side}" in key + " " for key in row["times_ms"]):
+                continue
+            shape = algorithm._shape(problem, algorithm._conv(problem, side))
         else:
             shape = algorithm._shape(problem)
         out.append((row, g, problem, shape))
@@ -61,6 +67,10 @@ def first_tile(algorithm, fit, row_data, weights) -> dict:
     _, g, problem, shape = row_data
     fill, power, loads, large = weights
     tile_weights = gemm.TileWeights(fill_power=power if fill else 0.0, loads=loads, fill_items=fill or 1)
+    if algorithm.name == "winograd":  # its workspace GEMMs: plain matrices, one per tile position
+        side = algorithm.configs(problem, heuristic_check.h200())[0]["m"]
+        return {"m": side, **gemm.gemm_tiles(shape.M, shape.N, fit, 4, limit=1, groups=shape.gemms,
+                                             plain=True, weights=tile_weights)[0]}
     allowed = getattr(algorithm, "large_blocks", lambda *_: True)(problem, shape)
     return gemm.gemm_tiles(shape.M, shape.N, fit, 4, limit=1, groups=g.groups, large_blocks=large and allowed,
                            weights=tile_weights)[0]

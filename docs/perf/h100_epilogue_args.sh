@@ -11,19 +11,13 @@
 #   [ROUNDS=2 STEPS="host streams tests"] bash docs/perf/h100_epilogue_args.sh
 # Every Python process starts in /tmp with absolute paths (from the repo root, python -m would import
 # the root's clconv ahead of PYTHONPATH's), and prints which clconv it imported.
-root=$PWD
-. .gpu/opencl-on-gpu.sh  # (it sets a variable of its own named here)
-tree() { if [ "$1" = work ]; then echo "$root:$root/docs/perf:$HOME/.gpu-site"; else echo "$root/.ab/$1:$root/docs/perf:$HOME/.gpu-site"; fi; }
+. docs/perf/gpu_ab.sh  # root, tree SIDE, merge_json GLOB FILE; the GPU's environment and name
 imported() { (cd /tmp && PYTHONPATH=$(tree $1) python3 -c "import clconv; from clconv.algorithms import base; print('$1:', clconv.__file__, 'epilogue arguments only where read:', hasattr(base, 'takes'))"); }
 imported work; imported base
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
 steps=${STEPS:-host streams tests}
 rounds=${ROUNDS:-2}
 mkdir -p /tmp/s
-merge() { python3 -c "
-import json, glob, os
-json.dump({os.path.basename(f): json.load(open(f)) for f in sorted(glob.glob('/tmp/s/$1-*.json'))}, open('$OUT/$1.json', 'w'))
-"; }  # after every run: a call cut short keeps what it measured
+merge() { merge_json "/tmp/s/$1-*.json" "$OUT/$1.json"; }
 if [[ " $steps " == *" host "* ]]; then
     for i in $(seq $rounds); do for side in work base; do
         (cd /tmp && PYTHONPATH=$(tree $side) CLCONV_CACHE_DIR=/tmp/cache-$side timeout 150 python3 $root/docs/perf/host_per_algorithm.py \

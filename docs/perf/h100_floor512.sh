@@ -12,12 +12,9 @@
 # (the change: docs/perf/splitk-pointwise-floor-512.patch, applied to this tree; .ab/base: the tree without it)
 # Every Python process starts in /tmp with absolute paths (from the repo root, python -m would import
 # the root's clconv ahead of PYTHONPATH's), and prints which clconv it imported.
-root=$PWD
-. .gpu/opencl-on-gpu.sh  # (it sets a variable of its own named here)
-tree() { if [ "$1" = work ]; then echo "$root:$root/docs/perf:$HOME/.gpu-site"; else echo "$root/.ab/$1:$root/docs/perf:$HOME/.gpu-site"; fi; }
+. docs/perf/gpu_ab.sh  # root, tree SIDE, merge_json GLOB FILE; the GPU's environment and name
 imported() { (cd /tmp && PYTHONPATH=$(tree $1) python3 -c "import clconv; from clconv import planner; print('$1:', clconv.__file__, getattr(planner, 'SPLITK_POINTWISE_ONE_LAUNCH_MIN_CONTRACTION', None))"); }
 imported work; imported base
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
 LAYER=mb1ic512ih14oc512oh14kh1ph0
 steps=${STEPS:-tune streams}
 if [[ " $steps " == *" tune "* ]]; then
@@ -36,10 +33,7 @@ for i in $(seq ${ROUNDS:-2}); do
             (cd /tmp && PYTHONPATH=$(tree $side) CLCONV_CACHE_DIR=$(mktemp -d) timeout 120 python3 -m clconv bench $spec \
                 --check --quiet --json /tmp/s/$list-$side-$i.json > /tmp/s/$list-$side-$i.txt 2>&1)
             echo "$list $side $i: exit $? after $((SECONDS - start)) s: $(grep -iE 'stream of default' /tmp/s/$list-$side-$i.txt | cut -c1-120)"
-            python3 -c "
-import json, glob, os
-json.dump({os.path.basename(f): json.load(open(f)) for f in sorted(glob.glob('/tmp/s/*.json'))}, open('$OUT/streams.json', 'w'))
-"  # after every run: a call cut short keeps what it measured
+            merge_json "/tmp/s/*.json" $OUT/streams.json
         done
     done
 done

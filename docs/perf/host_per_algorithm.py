@@ -1,6 +1,7 @@
 """Host time per call of one forward in each algorithm (issue 12's host-bound streams): where a
 tiny pass's stream of default calls is bound by the host, an algorithm whose kernel is faster can
-still lose.  Per call, in a stream of CALLS calls with one sync, the best of ROUNDS, alternating:
+still lose.  Per call, in a stream of CALLS calls with one sync, the best of 5 streams and 3 alternations
+(host_stubbed.host_figures, profiled_us):
 
 * ``op``: ``clconv.conv*d(..., algorithm=NAME)`` (NAME ``auto``: the default path);
 * ``stubbed``: the same with ``Runner._enqueue`` a stub that enqueues nothing (clconv's Python and
@@ -15,7 +16,6 @@ import json
 import os
 
 import numpy as np
-import pyopencl as cl
 import pyopencl.array as cla
 
 import clconv
@@ -23,16 +23,10 @@ from clconv import planner, runtime
 from clconv.algorithms import REGISTRY
 from clconv.plan import Problem
 from clconv.tools.shapes import parse_descriptor
-from clconv.tools.timing import stream_seconds_per_call
+from host_stubbed import host_figures, profiled_us  # docs/perf/, beside this script
 
-CALLS, ROUNDS = int(os.environ.get("CALLS", 400)), 5
+CALLS = int(os.environ.get("CALLS", 400))
 OPS = {1: clconv.conv1d, 2: clconv.conv2d, 3: clconv.conv3d}
-
-
-def per_call_us(fn, queue) -> float:
-    fn()
-    queue.finish()
-    return 1e6 * stream_seconds_per_call(fn, queue.finish, CALLS, ROUNDS)
 
 
 def main() -> None:
@@ -43,12 +37,6 @@ def main() -> None:
     args = parser.parse_args()
     queue = clconv.default_queue()
     rng = np.random.default_rng(0)
-    marker = cl.enqueue_marker(queue)
-    real_enqueue = runtime.Runner._enqueue
-
-    def stub(self, run_queue, operands, spaces, wait_for, chain):
-        return [marker for _ in self.launches]
-
     out = []
     for descriptor in args.descriptors:
         g = parse_descriptor(descriptor).geometry
@@ -73,23 +61,10 @@ def main() -> None:
                 return op(x, w, stride=stride, padding=padding, algorithm=name)
             operands = {"x": runtime.Operand(x.base_data, 0), "w": runtime.Operand(w.base_data, 0),
                         "y": runtime.Operand(y.base_data, 0)}
-            figures: dict[str, list[float]] = {}
-            for _ in range(3):
-                figures.setdefault("op", []).append(per_call_us(call, queue))
-                runtime.Runner._enqueue = stub
-                try:
-                    figures.setdefault("stubbed", []).append(per_call_us(call, queue))
-                finally:
-                    runtime.Runner._enqueue = real_enqueue
-                figures.setdefault("runner", []).append(per_call_us(lambda runner=runner, operands=operands: runner.run(queue, operands), queue))
-            profiling = runtime.profiling_queue(queue)
-            runner.run(profiling, operands)
-            profiling.finish()
-            runs = [runner.run(profiling, operands) for _ in range(CALLS)]
-            profiling.finish()
-            span = (runs[-1][-1].profile.end - runs[0][0].profile.start) / CALLS * 1e-3
+            figures = host_figures(call, runner, operands, queue, CALLS)
+            span, _ = profiled_us(runner, operands, queue, CALLS)
             row = {"layer": descriptor, "algorithm": name, "label": runner.label, "launches": len(runner.launches),
-                   "workspaces": sorted(runner.workspaces), **{k: round(min(v), 2) for k, v in figures.items()},
+                   "workspaces": sorted(runner.workspaces), **{k: round(v, 2) for k, v in figures.items()},
                    "span": round(span, 2)}
             out.append(row)
             print(f"{descriptor[:36]:36s} {name:8s} {runner.label[:40]:40s} launches {row['launches']} "

@@ -27,10 +27,45 @@ from clconv.tools.shapes import parse_descriptor
 CALLS, ROUNDS = 400, 5
 
 
-def per_call_us(fn, queue) -> float:
+def per_call_us(fn, queue, calls: int = CALLS) -> float:
     fn()
     queue.finish()
-    return 1e6 * stream_seconds_per_call(fn, queue.finish, CALLS, ROUNDS)
+    return 1e6 * stream_seconds_per_call(fn, queue.finish, calls, ROUNDS)
+
+
+def host_figures(op, runner, operands, queue, calls: int = CALLS, rounds: int = 3) -> dict[str, float]:
+    """Per call, the best of ``rounds`` alternations: ``op`` (a public op call), the same with
+    ``Runner._enqueue`` a stub that enqueues nothing and returns one marker event per launch
+    ("stubbed"), and ``runner`` alone on fixed ``operands`` ("runner")."""
+    marker = cl.enqueue_marker(queue)
+    real_enqueue = runtime.Runner._enqueue
+
+    def stub(self, run_queue, operands, spaces, wait_for, chain):
+        return [marker for _ in self.launches]
+
+    figures: dict[str, list[float]] = {}
+    for _ in range(rounds):
+        figures.setdefault("op", []).append(per_call_us(op, queue, calls))
+        runtime.Runner._enqueue = stub
+        try:
+            figures.setdefault("stubbed", []).append(per_call_us(op, queue, calls))
+        finally:
+            runtime.Runner._enqueue = real_enqueue
+        figures.setdefault("runner", []).append(per_call_us(lambda: runner.run(queue, operands), queue, calls))
+    return {name: min(values) for name, values in figures.items()}
+
+
+def profiled_us(runner, operands, queue, calls: int = CALLS) -> tuple[float, float]:
+    """``runner`` run ``calls`` times back to back on a profiling queue: per call, the span from the
+    first kernel's start to the last one's end, and the median of the calls' own event times."""
+    profiling = runtime.profiling_queue(queue)
+    runner.run(profiling, operands)
+    profiling.finish()
+    runs = [runner.run(profiling, operands) for _ in range(calls)]
+    profiling.finish()
+    span = (runs[-1][-1].profile.end - runs[0][0].profile.start) / calls * 1e-3
+    own = sorted((events[-1].profile.end - events[0].profile.start) * 1e-3 for events in runs)[calls // 2]
+    return span, own
 
 
 def main() -> None:
@@ -55,33 +90,13 @@ def main() -> None:
     xb, wb, yb = device(*big.input_shape), device(*big.weight_shape), device(*big.output_shape)
     cases["conv2d 8x3x224x224 -> 64 (103 MB result)"] = (
         lambda: clconv.conv2d(xb, wb, padding=1), Problem(big, "forward", "float32"), {"x": xb, "w": wb, "y": yb})
-    marker = cl.enqueue_marker(queue)
-    real_enqueue = runtime.Runner._enqueue
-
-    def stub(self, run_queue, operands, spaces, wait_for, chain):
-        return [marker for _ in self.launches]
-
     for label, (op, problem, tensors) in cases.items():
         runner = planner.plan(problem, queue)
         operands = {role: runtime.Operand(array.base_data, 0) for role, array in tensors.items()}
-        figures: dict[str, list[float]] = {}
-        for _ in range(3):
-            figures.setdefault("op", []).append(per_call_us(op, queue))
-            runtime.Runner._enqueue = stub
-            try:
-                figures.setdefault("op, launches stubbed", []).append(per_call_us(op, queue))
-            finally:
-                runtime.Runner._enqueue = real_enqueue
-            figures.setdefault("runner", []).append(per_call_us(lambda r=runner, o=operands: r.run(queue, o), queue))
-        print(f"{label} ({runner.label}, {len(runner.launches)} launches): "
-              + "; ".join(f"{name} {min(values):.1f}" for name, values in figures.items()) + " us per call")
-        profiling = runtime.profiling_queue(queue)
-        runner.run(profiling, operands)
-        profiling.finish()
-        runs = [runner.run(profiling, operands) for _ in range(CALLS)]
-        profiling.finish()
-        span = (runs[-1][-1].profile.end - runs[0][0].profile.start) / CALLS * 1e-3
-        own = sorted((events[-1].profile.end - events[0].profile.start) * 1e-3 for events in runs)[CALLS // 2]
+        figures = host_figures(op, runner, operands, queue)
+        print(f"{label} ({runner.label}, {len(runner.launches)} launches): op {figures['op']:.1f}; "
+              f"op, launches stubbed {figures['stubbed']:.1f}; runner {figures['runner']:.1f} us per call")
+        span, own = profiled_us(runner, operands, queue)
         print(f"    in a stream on a profiling queue: {span:.1f} us per call from first start to last end, "
               f"each call's own events {own:.1f} us (median)")
     pool = queue_pool(queue)

@@ -177,13 +177,22 @@ def block_times() -> dict:
     return out
 
 
+def set_name(stored: str) -> str:
+    """The SETS name of a run's ``set`` field: a set's name, or (gemm_all_tiles.py run on a shape
+    file, as the H100 runs were) the path of the one shape file a set is made of."""
+    for name, (specs, _, _) in SETS.items():
+        if stored == name or (len(specs) == 1 and Path(specs[0]).name == Path(stored).name):
+            return name
+    return stored
+
+
 def all_tiles_times() -> list[dict]:
     """For each of ALL_TILES and SPLITK_RUNS: (set name, layer, pass) -> {config label: ms}."""
     out: list[dict] = []
     for name in ALL_TILES:
         times: dict = {}
         for row in json.loads((HERE / name).read_text()):
-            times.setdefault((row["set"], row["layer"], row["pass"]), {}).update(row["times_ms"])
+            times.setdefault((set_name(row["set"]), row["layer"], row["pass"]), {}).update(row["times_ms"])
         out.append(times)
     for name in SPLITK_RUNS:
         rows = json.loads((HERE / name).read_text())["rows"]

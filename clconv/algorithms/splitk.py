@@ -37,7 +37,7 @@ from .reduce import result_elements, splitk_result, splitk_sum
 # about 1.04x, where the order of rules before ran 1.074x
 # (docs/perf/splitk_cost_fit.py).  The terms, each of a tile and its pieces:
 #  * ``waste``: the log of the work done per useful output (edge_waste): padded tiles compute
-#    zeros.  Not quite proportional (0.82 for the weight gradient): a padded tile loads less.
+#    zeros.  Not quite proportional (0.86 for the weight gradient): a padded tile loads less.
 #  * ``loads``: the register block's local-memory loads per FMA (local_loads_per_fma: 0.25 for an
 #    8x8 block, 0.5 for 4x4); the weight gradient's GEMM runs long contractions into few outputs,
 #    where the loads of a 4x4 block cost it 25% over an 8x8 block's.
@@ -49,9 +49,9 @@ from .reduce import result_elements, splitk_result, splitk_sum
 #    kernel larger than 1x1), the log of the tile's rows (each decoded column is reused over them)
 #    and columns.
 SPLITK_COST_WEIGHTS = {
-    "backward_weight": {"waste": 0.82, "loads": 0.90},
-    "result": {"waste": 0.56, "loads": 0.21},  # the forward's and the data gradient's pieces
-    "shared": {"idle": 0.39, "tail": 0.43, "group": -0.17, "taps_rows": -0.07, "taps_columns": 0.09},
+    "backward_weight": {"waste": 0.86, "loads": 0.96},
+    "result": {"waste": 0.58, "loads": 0.22},  # the forward's and the data gradient's pieces
+    "shared": {"idle": 0.40, "tail": 0.46, "group": -0.18, "taps_rows": -0.06, "taps_columns": 0.08},
 }
 
 

@@ -61,6 +61,27 @@ ${getattr(views, c_view)(c)}
 #define CLC_NBLK ${-(-N // VN)}  /* panels of VN columns (B_PACKED) */
 ${prelude.entry_points(self, entries)}\
 ##
+<%!
+def _b_row_form(b_view, b, N, b_row):
+    """The address of B(k, n) (format with k= and n=) and the step per k, for views contiguous
+    along N (b_row, Python's decision); None for the others.  A column buffer's rows may be padded
+    (LD: gemm.spread_rows)."""
+    if not b_row:
+        return None
+    ldb = f"((clc_idx){b.get('LD', N)})" if b_view == "b_columns" else "CLC_NN"
+    return {
+        "b_columns": (f"b + (g * CLC_K + {{k}}) * {ldb} + {{n}}", f"{ldb}"),
+        "b_input_pointwise": ("b + ((chunk + {n} / CLC_OP) * CLC_CIN + g * CLC_CI + {k}) * CLC_IP + {n} % CLC_OP",
+                              "CLC_IP"),
+        "b_grad_output_cols": ("b + ((chunk + {n} / CLC_OP) * CLC_COUT + g * CLC_CO + {k}) * CLC_OP + {n} % CLC_OP",
+                               "CLC_OP"),
+        "b_grad_output_gather": ("b + ((chunk + {n} / CLC_IP) * CLC_COUT + g * CLC_CO + {k}) * CLC_OP + {n} % CLC_IP",
+                                 "CLC_OP"),
+    }.get(b_view)
+%>\
+<%def name="b_row_load(ptr)">\
+## a row of B in place as a vector: the column buffer is a clc_real workspace, the other views the call's tensors
+${f"vload{VN}(0, {ptr})" if b_view == "b_columns" else capture(prelude.vload, VN, ptr)}</%def>\
 <%def name="clc_pack_a()">
 /* global: (K, MB, G).  Ap[g][mb][k][i] = A(mb * WM + i, k); rows past M repeat row M-1 (their
    sums are never stored), so the GEMM reads whole blocks without tests. */
@@ -85,6 +106,14 @@ __kernel void clc_pack_b(__global const clc_b_t* restrict b_base, const long b_o
     const clc_idx k = get_global_id(0), nb = get_global_id(1), g = get_global_id(2);
     __global const clc_b_t* restrict b = b_base + b_off;
     __global clc_real* restrict dst = packed_base + packed_off + ((g * CLC_NBLK + nb) * CLC_K + k) * ${VN};
+<% row = _b_row_form(b_view, b, N, b_row) %>\
+% if row:
+    const clc_idx n0 = nb * ${VN};
+    if (n0 % ${RUN} + ${VN} <= ${RUN} && n0 + ${VN} <= CLC_NN) {  /* inside one run of B's row: one vector */
+        vstore${VN}(${b_row_load(row[0].format(k="k", n="n0"))}, 0, dst);
+        return;
+    }
+% endif
 % for v in range(VN):
     dst[${v}] = nb * ${VN} + ${v} < CLC_NN ? clc_load_b(b, g, k, nb * ${VN} + ${v}, chunk) : (clc_real)0;
 % endfor
@@ -102,23 +131,11 @@ __kernel void clc_pack_b(__global const clc_b_t* restrict b_base, const long b_o
     # at constant distances from one address; otherwise each row is clamped to M - 1 (CLAMP_M)
     SHIFT_M = CHECK_M and not A_PACKED and M >= WM
     CLAMP_M = CHECK_M and not A_PACKED and not SHIFT_M
-    # address of B(k, n) (format with k= and n=) and the step per k, for views contiguous along N (b_row);
-    # a column buffer's rows may be padded (LD: gemm.spread_rows)
-    ldb = f"((clc_idx){b.get('LD', N)})" if b_view == "b_columns" else "CLC_NN"
-    B_ROW = {
-        "b_columns": (f"b + (g * CLC_K + {{k}}) * {ldb} + {{n}}", f"{ldb}"),
-        "b_input_pointwise": ("b + ((chunk + {n} / CLC_OP) * CLC_CIN + g * CLC_CI + {k}) * CLC_IP + {n} % CLC_OP",
-                              "CLC_IP"),
-        "b_grad_output_cols": ("b + ((chunk + {n} / CLC_OP) * CLC_COUT + g * CLC_CO + {k}) * CLC_OP + {n} % CLC_OP",
-                               "CLC_OP"),
-        "b_grad_output_gather": ("b + ((chunk + {n} / CLC_IP) * CLC_COUT + g * CLC_CO + {k}) * CLC_OP + {n} % CLC_IP",
-                                 "CLC_OP"),
-    }.get(b_view) if b_row else None
+    B_ROW = _b_row_form(b_view, b, N, b_row)
     if B_PACKED:  # the packed panels (clc_pack_b): VN columns a k step, each panel whole
         B_ROW = (f"b + (g * CLC_NBLK + {{n}} / {VN}) * CLC_K * {VN} + {{k}} * {VN}", f"{VN}")
-    # a row of B as a vector: the column buffer is a clc_real workspace, the other views the call's tensors
     def b_load(ptr):
-        return f"vload{VN}(0, {ptr})" if b_view == "b_columns" or B_PACKED else capture(prelude.vload, VN, ptr)
+        return f"vload{VN}(0, {ptr})" if B_PACKED else capture(b_row_load, ptr)
     b_t = "clc_real" if B_PACKED else "clc_b_t"  # the packed copy is read in B's place
     a_t = "clc_real" if A_PACKED else "clc_a_t"  # the packed copy is read in A's place
     # a row of C (c_matrix): the call's dw through the prelude, a workspace in place

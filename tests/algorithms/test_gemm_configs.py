@@ -538,6 +538,15 @@ def test_cpu_gemm_reads_b_packed(queue, rng, monkeypatch, algorithm, pass_, tag,
         assert packs == gemms >= (g.batch if chunked else 1), entries
         assert all(entries[i + 1] == "clc_gemm" for i, e in enumerate(entries) if e == "clc_pack_b")
         assert "bpack" in plan.workspaces
+        # where B's rows have a row form, a panel's row inside one run is copied as one vector
+        at = next(i for i, c in enumerate(plan.calls) if c.entry == "clc_pack_b")
+        pack = plan.calls[at]
+        sources, index = templates.render_plan(plan)
+        text = sources[index[at]].text
+        body = text[text.index("__kernel void clc_pack_b"):]
+        body = body[:body.index("__kernel", 1)] if "__kernel" in body[1:] else body
+        lanes = CPU[config]["VN"]
+        assert (f"vstore{lanes}(" in body) == bool(pack.source.params["b_row"]), (algorithm, pass_)
         run_prepared(queue, rng, problem, REGISTRY[algorithm], CPU[config])
     finally:
         caches.clear_caches()

@@ -112,7 +112,7 @@ def heuristic_order(problem: Problem, device: cl.Device) -> list[str]:
         # (direct.few_outputs_first), and fewer than a tile's rows where Winograd does not serve
         # (_narrow_forward); all ahead of split-K
         order.append("direct")
-    if (_small_forward_to_splitk(problem) or _small_pointwise_data_to_splitk(problem)
+    if (_small_forward_to_splitk(problem) or _unfilled_pointwise_to_splitk(problem, device)
             or (_unfilled_forward_to_splitk(problem, device) and not _winograd_pays(problem, device))):
         order.append("splitk")
     blocks = _weight_blocks_first(problem)
@@ -267,10 +267,10 @@ def _small_forward_to_splitk(problem: Problem) -> bool:
     256-384 1.3-1.5x.  On 10 forwards written afterwards to judge the rule (3D, 1D, dilated,
     AlexNet's conv4 at batch 1, VGG-11's conv5 at batch 8; docs/perf/h200-splitk-forward.json) its
     first candidate ran 0.32-0.84x the others' best where timed (9; the tenth's best 0.94x).
-    1x1 layers too, once measured (2026-12-06, twenty-ninth session, H100): a classifier head as a
-    1x1 convolution, 2048 -> 1000 at 7x7, batch 1 (200 MFLOP over 2048 channels), ran split-K in
-    0.030 ms against gemm1x1's 0.109, which reads the input in place but runs 64 tiles of 32x32 over
-    the whole contraction (docs/perf/h100-tune-eleventh.json).  Not measured, so left out: grouped
+    1x1 layers took this rule from the twenty-ninth session (a classifier head as a 1x1 convolution,
+    2048 -> 1000 at 7x7, batch 1, ran split-K in 0.030 ms against gemm1x1's 0.109: 64 tiles of 32x32
+    over the whole contraction; docs/perf/h100-tune-eleventh.json) to the thirty-fourth, which
+    counts their tiles instead (_unfilled_pointwise_to_splitk).  Not measured, so left out: grouped
     layers and channels-last, and forwards under WINOGRAD_FORWARD_MIN_FLOPS (one implicit_gemm
     launch)."""
     g = problem.geometry
@@ -279,7 +279,8 @@ def _small_forward_to_splitk(problem: Problem) -> bool:
     # implicit GEMM's 328.5 (cuDNN 61.3; docs/perf/h200-direct-blocks-outputs-holdout.json), where
     # direct's strips, too few to fill the device (direct.few_outputs_first), took 141.5
     low = 0 if g.cout_per_group <= FORWARD_FEW_OUTPUTS else None
-    return problem.pass_ == "forward" and _small_long_gemm(problem, g.reduction_length, low)
+    # (a 1x1 layer's forward by its tiles instead: _unfilled_pointwise_to_splitk)
+    return problem.pass_ == "forward" and not g.is_pointwise and _small_long_gemm(problem, g.reduction_length, low)
 
 
 def _small_long_gemm(problem: Problem, contraction: int, low: int | None = None) -> bool:
@@ -292,25 +293,44 @@ def _small_long_gemm(problem: Problem, contraction: int, low: int | None = None)
             and low <= g.flops <= SPLITK_FORWARD_FLOPS[1])
 
 
-def _small_pointwise_data_to_splitk(problem: Problem) -> bool:
-    """Whether split-K comes first for a small 1x1 layer's data gradient on a GPU: the forward's rule
-    (_small_forward_to_splitk) for its GEMM, whose contraction is the output channels (from
-    SPLITK_FORWARD_MIN_CONTRACTION), any stride (before the strided 1x1 rule's im2col:
-    _strided_pointwise_data_to_columns), one group, channels-first.  gemm1x1 and im2col run dx's
-    few tiles over the whole contraction there.  On an H100 (docs/perf/h100-tune-pointwise-small.json,
-    13 small 1x1 layers written before they were measured) split-K's best ran all 8 such stride-1
-    data gradients in 0.26-0.89x gemm1x1's time (ResNet-50's 1x1 512 -> 2048 at 7x7, batch 1: 0.022
-    against 0.085 ms; VGG's fc7 as a 1x1 convolution at batch 4: 0.075 against 0.257), and gemm1x1
-    was the best of every candidate on the 4 of 128-320 output channels; the eleventh list's
-    classifier head, 1x1 2048 -> 1000 at batch 1, from which the rule was drafted before that list
-    was tuned: 0.65x (docs/perf/h100-tune-eleventh.json).  Strided ones since the thirtieth session:
-    that list's ResNet-50 shortcut 1024 -> 2048 at batch 1 ran im2col at 2.11x split-K's time, and
-    on 9 small projection shortcuts written afterwards, before they were measured
-    (docs/perf/h100-tune-strided-small.json) split-K's best ran the 7 data gradients the rule takes
-    in 0.37-0.96x im2col's best (its first configuration within 1.11x of its best), while the two
-    just outside it went the other way: 512 output channels 1.64x, 392 MFLOP (batch 2) 1.11x."""
+# The share of the compute units a 1x1 layer's result may fill in tiles of UNFILLED_TILE and still go
+# to split-K (_unfilled_pointwise_to_splitk): split-K's best against the others' ran 0.88x at 98 tiles
+# and 0.96x at 104 on 132 units, 1.45x at 108 and 1.11x at 112 (1.03x at 64, a strided forward)
+UNFILLED_POINTWISE_SHARE = 0.8
+
+
+def _unfilled_pointwise_to_splitk(problem: Problem, device: cl.Device) -> bool:
+    """Whether split-K comes first for a 1x1 layer's forward or data gradient on a GPU: one whose
+    result is at most UNFILLED_POINTWISE_SHARE of the device's compute units in GEMM tiles of
+    UNFILLED_TILE x UNFILLED_TILE, over a long contraction (the input channels of the forward, the output channels of the data
+    gradient: SPLITK_FORWARD_MIN_CONTRACTION or more), any stride (before the strided 1x1 rule's
+    im2col: _strided_pointwise_data_to_columns), one group, channels-first.  gemm1x1 and im2col
+    run those few tiles over the whole contraction, most of the device idle; split-K's pieces fill
+    it.  Counted in tiles rather than FLOPs: a classifier head at batch 1 is a matrix-vector
+    product of a few MFLOP, a pyramid-pooling layer of 600 MFLOP still 40 tiles.
+
+    Measured (H100 and H200 tuning runs, docs/perf/heuristic_check.py): the 34 such forwards and
+    data gradients timed with split-K, from 2.5 to 770 MFLOP and 3 to 104 tiles on 132 compute
+    units, ran split-K's best in 0.26-1.03x the other algorithms' best (1.03x: a strided forward
+    of 64 tiles).  The rules before this one (split-K from 32 to 384 MFLOP, drafted from the H100's
+    small 1x1 lists: docs/perf/h100-tune-pointwise-small.json, h100-tune-strided-small.json) had left
+    to gemm1x1 MobileNetV3-Large's head at batch 1 (2.5 MFLOP: split-K 0.54x and 0.64x), MnasNet's
+    batch-1 1152 -> 192 at 7x7 (22 MFLOP, 0.71x), UperNet's pyramid-pooling 2048 -> 512 on 6x6 at
+    batch 8 (604 MFLOP, 0.48x) and LR-ASPP's 960 -> 128 at 14x14 (771 MFLOP, 98 tiles, 0.88x); the
+    first and third from the twelfth list (docs/perf/h100-tune-twelfth.json), written before it was
+    measured, which this rule was then written from.  Past the share (UNFILLED_POINTWISE_SHARE)
+    the split lost: DETR's 2048 -> 256 input projection at 25x34, batch 2 (108 tiles), 1.45x
+    gemm1x1's time; a strided 1024 -> 2048 data gradient at 14x14, batch 2 (112), 1.11x im2col's.
+    """
     g = problem.geometry
-    return problem.pass_ == "backward_data" and g.is_pointwise and _small_long_gemm(problem, g.cout_per_group)
+    if not (problem.pass_ in ("forward", "backward_data") and g.is_pointwise and g.groups == 1
+            and problem.layout == CHANNELS_FIRST):
+        return False
+    rows, contraction = ((g.out_channels, g.in_channels) if problem.pass_ == "forward"
+                         else (g.in_channels, g.out_channels))
+    pixels = g.batch * (g.out_pixels if problem.pass_ == "forward" else g.in_pixels)
+    tiles = -(-rows // UNFILLED_TILE) * -(-pixels // UNFILLED_TILE)
+    return contraction >= SPLITK_FORWARD_MIN_CONTRACTION and tiles <= UNFILLED_POINTWISE_SHARE * limits.of(device).compute_units
 
 
 def _unfilled_forward_to_splitk(problem: Problem, device: cl.Device) -> bool:

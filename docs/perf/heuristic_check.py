@@ -111,6 +111,11 @@ SETS = {  # name: (shape specs, batch override, tuning run)
     # measured, to judge split-K first for small 1x1 data gradients of any stride; tuned on an H100
     # with that rule in place
     "strided-small": ([str(HERE / "h200-strided-small-layers.txt")], None, "h100-tune-strided-small.json"),
+    # written on 2026-12-07 (thirty-fourth session) before it was measured and with no change to the
+    # GPU heuristic since the eleventh list; tuned on an H100 by heuristic_retime.py fresh (as
+    # `clconv tune` does: gpu34/fresh-twelfth.json): 1.141x the tuning run's winner as found, 1.132x
+    # with both re-timed; the rule for unfilled 1x1 layers was then written from it
+    "twelfth": ([str(HERE / "h200-twelfth-layers.txt")], None, "h100-tune-twelfth.json"),
 }
 
 # Runs that re-timed every tile of some layer-passes after their kernel changed: their times replace

@@ -654,8 +654,36 @@ def test_gpu_heuristic_takes_wide_short_weight_gradients_to_im2col(tag, wanted):
     ("n32g1c256o1024i14x14k1x1s1x1p0x0d1x1", False),  # 3.3 GFLOP: many tiles
 ])
 def test_gpu_heuristic_cuts_small_pointwise_data_gradients(tag, wanted):
-    """planner._small_pointwise_data_to_splitk: a small 1x1 layer's data gradient over 576 or more
-    output channels, of any stride, runs split-K first on GPUs; never on a CPU."""
+    """planner._unfilled_pointwise_to_splitk: a 1x1 layer's data gradient over 576 or more output
+    channels, of any stride, whose dx is few tiles, runs split-K first on GPUs; never on a CPU."""
     problem = _problem(tag, "backward_data")
     assert (heuristic_order(problem, H200_LIKE)[0] == "splitk") is wanted, heuristic_order(problem, H200_LIKE)
     assert heuristic_order(problem, fake_device(gpu=False, compute_units=2))[0] != "splitk"
+
+
+@pytest.mark.parametrize("tag, pass_, wanted", [
+    ("n1g1c960o1280i1x1k1x1s1x1p0x0d1x1", "forward", True),         # MobileNetV3-Large's head, 2.5 MFLOP: 0.54x gemm1x1's time
+    ("n1g1c960o1280i1x1k1x1s1x1p0x0d1x1", "backward_data", True),   # 0.64x
+    ("n8g1c2048o512i6x6k1x1s1x1p0x0d1x1", "forward", True),         # UperNet's pyramid pooling, 604 MFLOP, 40 tiles: 0.48x
+    ("n16g1c960o128i14x14k1x1s1x1p0x0d1x1", "forward", True),       # LR-ASPP, 98 tiles: 0.88x
+    ("n1g1c1152o192i7x7k1x1s1x1p0x0d1x1", "forward", True),         # MnasNet at batch 1, 22 MFLOP: 0.71x
+    ("n2g1c2048o256i25x34k1x1s1x1p0x0d1x1", "forward", False),      # DETR's input projection, 108 tiles: 1.45x
+    ("n4g1c1024o256i32x32k1x1s1x1p0x0d1x1", "forward", False),      # Mask2Former's lateral, 256 tiles: gemm1x1
+    ("n32g1c128o512i32x32k1x1s1x1p0x0d1x1", "forward", False),      # 128 input channels: no long contraction
+])
+def test_gpu_heuristic_cuts_unfilled_pointwise_layers(tag, pass_, wanted):
+    """planner._unfilled_pointwise_to_splitk counts a 1x1 layer's result in 64x64 tiles against the
+    device's compute units, whatever its FLOPs: split-K first up to UNFILLED_POINTWISE_SHARE of
+    them over a long contraction; never on a CPU, channels-last or grouped (unmeasured)."""
+    problem = _problem(tag, pass_)
+    assert (heuristic_order(problem, H200_LIKE)[0] == "splitk") is wanted, heuristic_order(problem, H200_LIKE)
+    assert heuristic_order(problem, fake_device(gpu=False, compute_units=2))[0] != "splitk"
+    last = Problem(problem.geometry, pass_, "float32", layout="channels_last")
+    assert heuristic_order(last, H200_LIKE)[0] != "splitk"
+
+
+def test_unfilled_pointwise_layers_are_counted_against_the_device():
+    # DETR's projection, 108 tiles: over 0.8 of 132 compute units, under 0.8 of 264
+    problem = _problem("n2g1c2048o256i25x34k1x1s1x1p0x0d1x1")
+    assert not planner._unfilled_pointwise_to_splitk(problem, H200_LIKE)
+    assert planner._unfilled_pointwise_to_splitk(problem, fake_device(gpu=True, compute_units=264))

@@ -116,6 +116,10 @@ SETS = {  # name: (shape specs, batch override, tuning run)
     # `clconv tune` does: gpu34/fresh-twelfth.json): 1.141x the tuning run's winner as found, 1.132x
     # with both re-timed; the rule for unfilled 1x1 layers was then written from it
     "twelfth": ([str(HERE / "h200-twelfth-layers.txt")], None, "h100-tune-twelfth.json"),
+    # written on 2026-12-07 (thirty-fourth session) after that rule, before it was measured, to judge
+    # the heuristic as it then stood; tuned on an H100 the same way (gpu34/fresh-thirteenth.json):
+    # 1.077x the tuning run's winner as found, 1.062x with both re-timed
+    "thirteenth": ([str(HERE / "h200-thirteenth-layers.txt")], None, "h100-tune-thirteenth.json"),
 }
 
 # Runs that re-timed every tile of some layer-passes after their kernel changed: their times replace

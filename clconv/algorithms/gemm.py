@@ -456,17 +456,28 @@ def gathered_operand(problem: Problem, shape: "GemmShape") -> str:
     return ""
 
 
+# The least shortfall of work-groups (compute units over tiles) that gather_rank ranks a tile by
+# before the gathering and the waste: a few units left idle cost less than a tile half empty.  U-Net's
+# 2x2 stride-2 128 -> 64 at 64x64, batch 8 (a contraction of 512): 64x64 tiles, 128 of them for 132
+# units, had ranked after 128x32 ones over 64 output channels (half their rows empty), which ran
+# 1.86x their time on an H100 (docs/perf/h100-tune-thirteenth.json); no other stored layer-pass
+# changes with this bound (docs/perf/heuristic_check.py, and the short gathered layers' all-tiles run)
+IDLE_GATHER_RANK = 1.1
+
+
 def gather_rank(m: int, n: int, tile: Mapping[str, Any], gathered: str, units: int = 1,
                 groups: int = 1) -> tuple[float, int, float, float, int]:
     """The order of GPU tiles for a gather-bound GEMM (SHORT_CONTRACTION): compute units left idle
-    first (a GEMM of a few tiles is bound by them, not by its gathers), then how many times the
-    gathered operand is gathered (once per tile along the other side), the work wasted on the
-    edges, the gathers per work-item, and the most work-items."""
+    first where they are IDLE_GATHER_RANK or more of the tiles (a GEMM of a few tiles is bound by
+    them, not by its gathers), then how many times the gathered operand is gathered (once per tile
+    along the other side), the work wasted on the edges, the gathers per work-item, and the most
+    work-items."""
     tm, tn, tk = tile["TM"], tile["TN"], tile["TK"]
     times, per_item = (-(-m // tm), tn * tk) if gathered == "b" else (-(-n // tn), tm * tk)
     count = -(-m // tm) * -(-n // tn) * groups
     items = work_items(tile)
-    return max(1.0, units / count), times, round(edge_waste(m, n, tm, tn), 9), per_item / items, -items
+    idle = max(1.0, units / count)
+    return (idle if idle >= IDLE_GATHER_RANK else 1.0), times, round(edge_waste(m, n, tm, tn), 9), per_item / items, -items
 
 
 def gemm_tiles(m: int, n: int, fit: limits.Limits, itemsize: int, limit: int = TILE_CANDIDATES, groups: int = 1,

@@ -126,6 +126,9 @@ def test_short_gathered_contractions_rank_tiles_by_their_gathering():
     assert first("mb4ic64ih64oc3oh64kh3ph1", "backward_data")[0] == "b"
     # 512 pixels in all: the tile of the most work-groups, not the fewest gathers
     assert first("mb8ic128iw64oc128ow64kw3pw1") == ("b", (32, 32, 4, 4))
+    # U-Net's 2x2 stride-2 layer (K = 512): 128 tiles of 64x64 for 132 compute units count as
+    # filled (IDLE_GATHER_RANK) before 128x32 tiles half empty over 64 rows (1.86x their time)
+    assert first("mb8ic128ih64oc64oh32kh2sh2") == ("b", (64, 64, 4, 4))
     assert first("mb8ic64ih56oc64oh56kh1ph0")[0] == ""              # 1x1: no taps to gather
     assert first("mb8ic128ih28oc128oh28kh3ph1")[0] == ""            # K = 1152
     # split-K's weight gradient of a first layer (its tiles ranked by split-K's time model,

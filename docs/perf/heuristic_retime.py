@@ -18,7 +18,8 @@ run, both judged in another.
         candidate timed once: run A), then its first candidate (on this device) and run A's
         winner timed again in ROUNDS alternations (run B)
     python docs/perf/heuristic_retime.py judge STORED.json[,STORED2.json...] [FRESH.json ...]
-        (here) the figures: in-run (heuristic_check's way) and re-timed ("-": no stored run)
+        (here) the figures: in-run (heuristic_check's way) and re-timed ("-": no stored run), the
+        stored sets' for the heuristic as the re-timing run had it (its first candidates as timed)
 
 Each timing is ``runtime.time_runner``'s median of TUNE_REPEATS (as tuning times a candidate); a
 configuration's re-timed figure is the median of its ROUNDS timings.  ``--seconds``: stop starting
@@ -214,17 +215,18 @@ def geomean(values) -> float:
 def judge(stored_path: str, fresh_paths: list[str]) -> None:
     retimed = {(r["set"], r["layer"], r["pass"]): r for path in stored_path.split(",") if path
                for r in json.load(open(path))}
-    in_run, cross, by_set, missing = [], [], {}, 0
-    for name, layer, pass_, _, times, first in stored_rows():
+    # the heuristic as the re-timing run had it: its jobs were every stored layer-pass whose first
+    # candidate was not the winner then, so a layer-pass without one had the winner first (the
+    # planner may have changed since: the current first candidate is not consulted)
+    sets = {key[0] for key in retimed}
+    in_run, cross, by_set = [], [], {}
+    for name, layer, pass_, _, times, _ in stored_rows():
+        if name not in sets:
+            continue
         winner = min(times, key=times.get)
         again = retimed.get((name, layer, pass_))
-        if first == winner:
-            ratio = 1.0
-        elif again is not None:
-            ratio = again["times_ms"][first] / again["times_ms"][winner]
-        else:
-            missing += 1  # not re-timed (a run cut short): left out
-            continue
+        first = again["first"] if again is not None else winner
+        ratio = again["times_ms"][first] / again["times_ms"][winner] if again is not None else 1.0
         cross.append(ratio)
         by_set.setdefault(name, ([], []))[1].append(ratio)
         if first in times:  # (else the tuning run did not time it: heuristic_check reads its algorithm's fastest)
@@ -236,8 +238,7 @@ def judge(stored_path: str, fresh_paths: list[str]) -> None:
     if cross:
         print(f"{'stored sets':16s} {len(cross):4d}: re-timed {geomean(cross):.3f}x the tuning run's winner "
               f"({sum(r > 1.10 for r in cross)} over 1.10x; {sum(r < 1 for r in cross)} faster than the winner); "
-              f"in-run {geomean(in_run):.3f}x over the {len(in_run)} the tuning run timed; "
-              f"{missing} whose first candidate is not the winner not re-timed, left out")
+              f"in-run {geomean(in_run):.3f}x over the {len(in_run)} the tuning run timed")
     for path in fresh_paths:
         rows = json.load(open(path))
         a = [r["tuned_ms"][r["first"]] / r["tuned_ms"][r["winner"]] for r in rows if r["first"] in r["tuned_ms"]]

@@ -388,6 +388,19 @@ FILL_WORK_ITEMS = 256
 LARGE_GEMM_TILE = (128, 64, 16, 8, 8, 4, 1, 3)
 LARGE_GEMM_WAVES = 4
 LARGE_GEMM_WASTE = 1.05
+# Below that, the same GEMMs with at least one wave of MEDIUM_GEMM_TILE work-groups (one for every
+# compute unit) take the 64x64 tile in 8x8 blocks first where it wastes no more than the table's
+# first: a quarter of a local load per FMA against the 128x32 and 128x64 tiles' 8x4 blocks (0.375)
+# and the same 8x8 blocks over 64x128 (whose larger tile leaves more units idle or the last wave
+# part empty).  With fewer work-groups than units, the 128 and 256 work-items of the 8x4 tiles hide
+# the loads' latency better: gemm1x1's forwards of 16-130 tiles ran 64x64 in 1.5-2.4x their time.
+# Over the stored runs (docs/perf/heuristic_check.py, every list, the H100 and H200 all-tiles runs
+# merged) the rule moved 74 layer-passes (gemm1x1's forwards and both gradients, im2col's data
+# gradients): 0.937x their time (geometric mean), 41 faster by 2% or more, 12 slower (at most
+# 1.12x); 1374 layer-passes 1.059x -> 1.055x the best, the twelfth and thirteenth lists 1.087x ->
+# 1.063x and 1.066x -> 1.057x; the strided 1x1 list 1.051x -> 1.054x.  The same at 1.4 waves.
+MEDIUM_GEMM_TILE = (64, 64, 16, 8, 8, 4, 1, 3)
+MEDIUM_GEMM_WAVES = 1
 
 
 @dataclass(frozen=True)
@@ -492,9 +505,9 @@ def gemm_tiles(m: int, n: int, fit: limits.Limits, itemsize: int, limit: int = T
     larger block breaks its ties.  On a CPU, the GEMM without local memory comes first when
     ``vector_first`` (else after one local-memory tile); it reads rows of channels-first
     activations, so channels-last ``layout`` gets the local-memory tiles only.  ``large_blocks``:
-    whether LARGE_GEMM_TILE may come first (not where the tile loads address an operand through an
-    implicit im2col or col2im).  ``weights``: the GPU weighting of a GEMM of plain matrices
-    (PLAIN_WEIGHTS where ``plain``).  ``matrices``: whether the tile loads read both operands as
+    whether LARGE_GEMM_TILE and MEDIUM_GEMM_TILE may come first (not where the tile loads address
+    an operand through an implicit im2col or col2im).  ``weights``: the GPU weighting of a GEMM of
+    plain matrices (PLAIN_WEIGHTS where ``plain``).  ``matrices``: whether the tile loads read both operands as
     matrices, without an im2col address per element (ties of waste then go to wider vectors on a
     GPU: VECTOR_TIES)."""
     gpu = fit.gpu
@@ -554,6 +567,12 @@ def gemm_tiles(m: int, n: int, fit: limits.Limits, itemsize: int, limit: int = T
             if large and cost(LARGE_GEMM_TILE) <= cost(tiles[0]) * LARGE_GEMM_WASTE:
                 tiles.remove(LARGE_GEMM_TILE)
                 tiles.insert(0, LARGE_GEMM_TILE)
+        if (gpu and not plain and large_blocks and MEDIUM_GEMM_TILE in tiles
+                and tiles[0] not in (LARGE_GEMM_TILE, MEDIUM_GEMM_TILE)):
+            count = -(-m // MEDIUM_GEMM_TILE[0]) * -(-n // MEDIUM_GEMM_TILE[1]) * groups
+            if count >= MEDIUM_GEMM_WAVES * units and cost(MEDIUM_GEMM_TILE) <= cost(tiles[0]):
+                tiles.remove(MEDIUM_GEMM_TILE)
+                tiles.insert(0, MEDIUM_GEMM_TILE)
     configs = [dict(zip(TILE_KEYS, t)) for t in tiles]
     if not gpu:
         # no local memory, no barriers: what PoCL runs fastest (docs/performance.md); the

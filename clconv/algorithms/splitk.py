@@ -29,15 +29,15 @@ from .reduce import result_elements, splitk_result, splitk_sum
 # Split-K's GPU configurations (a tile and its piece count, SplitK.splits_for) are ranked by a model
 # of their kernel time on the device (gpu_cost): the log of the time over that of the problem's
 # other configurations, as a weighted sum of what sets it.  The weights are a least-squares fit to
-# every split-K configuration timed in the stored runs (946 layer-passes of 30 lists, on H200s and
+# every split-K configuration timed in the stored runs (989 layer-passes of 31 lists, on H200s and
 # H100s, docs/perf/heuristic_check.py; fitted within each layer-pass, so only the differences
 # between its configurations count).  Judged on lists it was not fitted to (each list in turn left
-# out of the fit and ranked by the weights of the others) the first configuration ran 1.027x the
+# out of the fit and ranked by the weights of the others) the first configuration ran 1.028x the
 # fastest one timed; on the 132 layer-passes of the earlier lists that the heuristic gave split-K,
 # about 1.04x, where the order of rules before ran 1.074x
 # (docs/perf/splitk_cost_fit.py).  The terms, each of a tile and its pieces:
 #  * ``waste``: the log of the work done per useful output (edge_waste): padded tiles compute
-#    zeros.  Not quite proportional (0.85 for the weight gradient): a padded tile loads less.
+#    zeros.  Not quite proportional (0.84 for the weight gradient): a padded tile loads less.
 #  * ``loads``: the register block's local-memory loads per FMA (local_loads_per_fma: 0.25 for an
 #    8x8 block, 0.5 for 4x4); the weight gradient's GEMM runs long contractions into few outputs,
 #    where the loads of a 4x4 block cost it 25% over an 8x8 block's.
@@ -49,8 +49,8 @@ from .reduce import result_elements, splitk_result, splitk_sum
 #    kernel larger than 1x1), the log of the tile's rows (each decoded column is reused over them)
 #    and columns.
 SPLITK_COST_WEIGHTS = {
-    "backward_weight": {"waste": 0.85, "loads": 0.95},
-    "result": {"waste": 0.57, "loads": 0.21},  # the forward's and the data gradient's pieces
+    "backward_weight": {"waste": 0.84, "loads": 0.94},
+    "result": {"waste": 0.51, "loads": 0.20},  # the forward's and the data gradient's pieces
     "shared": {"idle": 0.40, "tail": 0.47, "group": -0.18, "taps_rows": -0.06, "taps_columns": 0.08},
 }
 

@@ -398,7 +398,10 @@ LARGE_GEMM_WASTE = 1.05
 # merged) the rule moved 74 layer-passes (gemm1x1's forwards and both gradients, im2col's data
 # gradients): 0.937x their time (geometric mean), 41 faster by 2% or more, 12 slower (at most
 # 1.12x); 1374 layer-passes 1.059x -> 1.055x the best, the twelfth and thirteenth lists 1.087x ->
-# 1.063x and 1.066x -> 1.057x; the strided 1x1 list 1.051x -> 1.054x.  The same at 1.4 waves.
+# 1.063x and 1.066x -> 1.057x; the strided 1x1 list 1.051x -> 1.054x.  The same at 1.4 waves.  On an
+# H100, alternating with the code before (docs/perf/h100_medium_tile.sh), the 8 layer-passes it moved
+# in the GPU set and the thirteenth list ran 0.904x in kernel time and 0.883x in a stream of calls
+# (ResNet-50's 1x1 1024 -> 256 at 14x14 forward 0.124 -> 0.100 ms).
 MEDIUM_GEMM_TILE = (64, 64, 16, 8, 8, 4, 1, 3)
 MEDIUM_GEMM_WAVES = 1
 
@@ -507,9 +510,9 @@ def gemm_tiles(m: int, n: int, fit: limits.Limits, itemsize: int, limit: int = T
     activations, so channels-last ``layout`` gets the local-memory tiles only.  ``large_blocks``:
     whether LARGE_GEMM_TILE and MEDIUM_GEMM_TILE may come first (not where the tile loads address
     an operand through an implicit im2col or col2im).  ``weights``: the GPU weighting of a GEMM of
-    plain matrices (PLAIN_WEIGHTS where ``plain``).  ``matrices``: whether the tile loads read both operands as
-    matrices, without an im2col address per element (ties of waste then go to wider vectors on a
-    GPU: VECTOR_TIES)."""
+    plain matrices (PLAIN_WEIGHTS where ``plain``).  ``matrices``: whether the tile loads read both
+    operands as matrices, without an im2col address per element (ties of waste then go to wider
+    vectors on a GPU: VECTOR_TIES)."""
     gpu = fit.gpu
     weights = weights or (PLAIN_WEIGHTS if plain else None)
     tiles = [t for t in (GPU_TILES if gpu else CPU_TILES) if _tile_fits(t, fit, itemsize)]

@@ -1035,7 +1035,10 @@ def _cpu_gemm(problem: Problem, shape: GemmShape, tile: dict, index: str, launch
         # the vector loads take a run of VN columns from at most two images' rows: images smaller
         # than a vector (2x2 pixels under 16 lanes) are assembled lane by lane instead
         b_row = False
-    pack_b = packs_b(problem, shape, tile)
+    # B written in the packed panels by its producer (im2col's writers: shape.b["PANELS"]), read as
+    # clc_pack_b's copy would be, without that launch
+    written = bool(shape.b.get("PANELS"))
+    pack_b = packs_b(problem, shape, tile) and not written
     panels = -(-shape.N // tile["VN"])
     gemms = shape.count(problem.geometry)
     pack_b_bytes = gemms * panels * tile["VN"] * shape.K * problem.itemsize if pack_b else 0
@@ -1052,7 +1055,7 @@ def _cpu_gemm(problem: Problem, shape: GemmShape, tile: dict, index: str, launch
         "gemm_cpu.mako", problem, index, writes_result=shape.writes_result, GEMMS=gemms,
         M=shape.M, N=shape.N, K=shape.K, KSPLIT=shape.ksplit or shape.K,
         a_view=shape.a_view, b_view=shape.b_view, c_view=shape.c_view, a=shape.a, b=shape.b, c=shape.c,
-        b_row=b_row, RUN=run, WM=tile["WM"], VN=tile["VN"], LM=lm, A_PACKED=packed, B_PACKED=pack_b,
+        b_row=b_row, RUN=run, WM=tile["WM"], VN=tile["VN"], LM=lm, A_PACKED=packed, B_PACKED=pack_b or written,
         NB=nb, KC=tile.get("KC", CPU_DEFAULTS["KC"]),
     )
     columns = tile["VN"] * nb  # of one work-item

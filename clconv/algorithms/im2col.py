@@ -17,7 +17,7 @@ from .reduce import splitk_sum
 from .splitk import SplitK
 from .gemm import (
     COLUMN_WEIGHTS, GemmShape, cpu_work_groups, dot_gemm, dot_work_groups, forward_shape, gemm, gemm_tiles, is_cpu_config,
-    is_dot_config, largest_chunk, spread_rows, thrashing_last, tile_config, weight_contraction, weight_shape,
+    is_dot_config, largest_chunk, packs_b, spread_rows, thrashing_last, tile_config, weight_contraction, weight_shape,
     with_dot_configs,
 )
 
@@ -142,6 +142,13 @@ class Im2col(Algorithm):
                 shape = replace(shape, b={**shape.b, "LD": row})
                 col_bytes = padded
                 index = problem.index_type(col_bytes // problem.itemsize)
+        panels = 0
+        if transposed and self._writes_panels(problem, shape, tile, device):
+            # the writer fills the GEMM's packed panels of B itself: no clc_pack_b launch per chunk
+            panels = tile["VN"]
+            shape = replace(shape, b={k: v for k, v in shape.b.items() if k != "LD"} | {"PANELS": True})
+            col_bytes = g.groups * -(-shape.N // panels) * panels * shape.K * problem.itemsize
+            index = problem.index_type(max(col_bytes // problem.itemsize, pieces * g.weight_elements))
         core = gemm(problem, shape, tile, index, launches=g.batch // nb)
         calls = [core.packing()] if core.pack and not core.pack_per_chunk else []  # a weight: once for every chunk
         chunks = range(0, g.batch, nb)
@@ -150,8 +157,8 @@ class Im2col(Algorithm):
             for chunk in chunks:
                 calls += [*core.calls("w", "dy", "col", None, chunk), fold(chunk)]
         else:  # im2col into columns, then the GEMM
-            unfold = self._unfold(problem, index, nb, cpu, transposed, pow2_at_most(limits.of(device).lanes(problem.itemsize)),
-                                  shape.b.get("LD", shape.N))
+            unfold = self._unfold(problem, index, nb, cpu, transposed, self._lanes(problem, device),
+                                  shape.b.get("LD", shape.N), panels)
             a, c, bias = ("w", "y", "bias") if problem.pass_ == "forward" else ("dy", "dw", None)
             in_workspace = problem.pass_ == "backward_weight" and (pieces > 1 or self._sums_in_workspace(problem, nb))
             for chunk in chunks:
@@ -182,10 +189,45 @@ class Im2col(Algorithm):
         return max(1, min(wanted, shape.K // SplitK.MIN_PIECE, room))
 
     @staticmethod
-    def _unfold(problem: Problem, index: str, nb: int, cpu: bool, transposed: bool, lanes: int = 0, row: int = 0):
+    def _lanes(problem: Problem, device) -> int:
+        return pow2_at_most(limits.of(device).lanes(problem.itemsize))
+
+    @staticmethod
+    def _transposed_writer(problem: Problem, lanes: int) -> str:
+        """The entry point that writes the CPU weight gradient's transposed column buffer (``lanes``:
+        the CPU's vector lanes, 0 where it has none)."""
+        g = problem.geometry
+        if g.is_pointwise and all(s == 1 for s in g.stride) and lanes >= 4:
+            # the input itself, turned over in tiles of T pixels x T channels (T: the vector
+            # lanes): on PoCL (AVX-512, 2 threads) the 1x1 1024->256 14x14 weight gradient at
+            # batch 2 took 1.59 ms in all against 3.15 with clc_im2col_t (7x7-28x28 layers of
+            # 128-512 channels: 1.00-1.02x, their images' last tiles partial)
+            return "clc_im2col_t_tiles"
+        # by rows, a run of KV values per pixel and channel: for a 1x1 kernel that is one value, and
+        # a pixel's whole row of C_in values (clc_im2col_t) wins (PoCL: 0.15 vs 0.24 ms; 3x3: 0.39
+        # vs 0.15 ms, per 784-pixel chunk)
+        return "clc_im2col_t_rows" if g.kernel_volume >= 4 else "clc_im2col_t"
+
+    def _writes_panels(self, problem: Problem, shape: GemmShape, tile: dict, device) -> bool:
+        """Whether the CPU weight gradient's GEMM over the transposed column buffer would pack B
+        into panels (gemm.packs_b: its walk down B's rows crosses a page a step) and the buffer's
+        writer is clc_im2col_t_rows (a kernel of 4 taps or more), which then fills the panels
+        itself.  On PoCL (a 2-core AVX-512 EPYC, 2 threads; each pass against the same plan with
+        clc_pack_b, interleaved) the 5 such weight gradients timed ran 0.89-1.01x the time (DCGAN's
+        4x4 stride-2 128 -> 256 at batch 4 0.97x, a 3x3 256 at 64x64 0.89x).  The forward's writer,
+        clc_im2col_rows, stays with the copy: writing panels, its runs of a row went one value at a
+        time (DCGAN's forward 1.12x)."""
+        if not packs_b(problem, shape, tile):
+            return False
+        return self._transposed_writer(problem, self._lanes(problem, device)) == "clc_im2col_t_rows"
+
+    @staticmethod
+    def _unfold(problem: Problem, index: str, nb: int, cpu: bool, transposed: bool, lanes: int = 0, row: int = 0,
+                panels: int = 0):
         """The call that writes one chunk's column buffer (``col``) from the input (``lanes``: the
         CPU's vector lanes, the side of clc_im2col_t_tiles' tiles; 0 where it has none; ``row``: the
-        CPU buffer's row stride, at least C_in x taps transposed, else the chunk's pixels)."""
+        CPU buffer's row stride, at least C_in x taps transposed, else the chunk's pixels;
+        ``panels``: the CPU GEMM's panel width where the writer fills its packed panels of B)."""
         g = problem.geometry
         rows = g.groups * g.cin_per_group * g.kernel_volume
         size: tuple[int, ...]
@@ -196,25 +238,21 @@ class Im2col(Algorithm):
             # the transposed buffer's writers take its row stride
             strides = ({"COL_T": row or g.cin_per_group * g.kernel_volume} if transposed
                        else {"COL_LD": row} if row and row != nb * g.out_pixels else {})
+            if panels:
+                strides["PANEL_VN"] = panels
             src = source("im2col_rows.mako", problem, index, writes_result=False, chunk_batch=nb, **strides)
             lines = g.out_size[0] * g.out_size[1]
-            if not transposed:
-                entry, size = "clc_im2col_rows", (lines, nb, rows)
-            elif g.is_pointwise and all(s == 1 for s in g.stride) and lanes >= 4:
-                # the input itself, turned over in tiles of T pixels x T channels (T: the vector
-                # lanes): on PoCL (AVX-512, 2 threads) the 1x1 1024->256 14x14 weight gradient at
-                # batch 2 took 1.59 ms in all against 3.15 with clc_im2col_t (7x7-28x28 layers of
-                # 128-512 channels: 1.00-1.02x, their images' last tiles partial)
+            entry = Im2col._transposed_writer(problem, lanes) if transposed else "clc_im2col_rows"
+            if entry == "clc_im2col_rows":
+                size = (lines, nb, rows)
+            elif entry == "clc_im2col_t_tiles":
                 t = min(16, lanes)
-                entry, size = "clc_im2col_t_tiles", (-(-g.out_pixels // t), g.groups * -(-g.cin_per_group // t), nb)
+                size = (-(-g.out_pixels // t), g.groups * -(-g.cin_per_group // t), nb)
                 src = source("im2col_rows.mako", problem, index, writes_result=False, chunk_batch=nb, T=t, **strides)
-            elif g.kernel_volume >= 4:
-                # the transposed buffer by rows writes a run of KV values per pixel and channel: for
-                # a 1x1 kernel that is one value, and a pixel's whole row of C_in values (clc_im2col_t)
-                # wins (PoCL: 0.15 vs 0.24 ms; 3x3: 0.39 vs 0.15 ms, per 784-pixel chunk)
-                entry, size = "clc_im2col_t_rows", (g.groups * g.cin_per_group, lines, nb)
+            elif entry == "clc_im2col_t_rows":
+                size = (g.groups * g.cin_per_group, lines, nb)
             else:
-                entry, size = "clc_im2col_t", (g.out_pixels, nb, g.groups)
+                size = (g.out_pixels, nb, g.groups)
         return lambda chunk: call(src, entry, size, None, Arg("x"), Arg("col", with_offset=False), np.int32(chunk))
 
     @staticmethod

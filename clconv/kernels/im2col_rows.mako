@@ -15,7 +15,10 @@
 ## writes the transposed convolution's result), chunk_batch (images per launch), T (clc_im2col_t_tiles'
 ## tile side: the vector lanes), COL_T (the transposed buffer's row stride, at least CI * KV: its writers
 ## need it, the others take none), COL_LD (clc_im2col_rows' row stride, at least NB * OP: padded where
-## rows would share the L1's sets, gemm.spread_rows; NB * OP where not given).
+## rows would share the L1's sets, gemm.spread_rows; NB * OP where not given), PANEL_VN (where given:
+## clc_im2col_t_rows writes the transposed buffer as the CPU GEMM's packed panels of B,
+## Bp[g][n / VN][k][n % VN], which it reads in B's place: no clc_pack_b launch; the lanes past N of
+## the last panel zeros, as clc_pack_b writes them).
 ## x and dx are the call's tensors (clc_data, read with clc_ld); the column buffer is a clc_real
 ## workspace.
 <%!
@@ -26,6 +29,16 @@ ${prelude.header(geom, real, index, data, epilogue, bias)}
 #define CLC_NB ${chunk_batch}
 #define CLC_COLS ((clc_idx)CLC_NB * CLC_OP)     /* columns of one group's buffer */
 #define CLC_COL_LD ((clc_idx)${context.get("COL_LD") or "CLC_COLS"})   /* clc_im2col_rows' row stride */
+% if context.get("PANEL_VN"):
+<%
+    # the weight gradient's B (k, n): the transposed buffer's (this chunk's pixels, input channel x tap)
+    panel_vn = context.get("PANEL_VN")
+    panel_k, panel_n = chunk_batch * geom.out_pixels, geom.cin_per_group * geom.kernel_volume
+%>\
+#define CLC_PANEL_VN ${panel_vn}
+/* element (k, n) of group g's B in the CPU GEMM's panels of PANEL_VN columns (gemm_cpu.mako's B_PACKED) */
+#define CLC_PANEL(g, k, n) ((((clc_idx)(g) * ${-(-panel_n // panel_vn)} + (n) / CLC_PANEL_VN) * ${panel_k} + (k)) * CLC_PANEL_VN + (n) % CLC_PANEL_VN)
+% endif
 % if context.get("COL_T"):
 #define CLC_COL_T ((clc_idx)${context.get("COL_T")})   /* the transposed buffer's row stride: CI * KV, or padded (gemm.spread_rows) */
 % endif
@@ -150,20 +163,38 @@ __kernel void clc_im2col_t_rows(__global const clc_data* restrict x_base, const 
     const clc_idx g = gci / CLC_CI, ci = gci % CLC_CI;
     const int od = line / CLC_OH, oh = line % CLC_OH;
     __global const clc_data* restrict plane = x_base + x_off + ((chunk + image) * CLC_CIN + gci) * CLC_IP;
+<%
+    panels = context.get("PANEL_VN")
+    # this channel's tap of output pixel ow: in the GEMM's panels, or next to each other in the pixel's row
+    dst = (lambda tap: f"col[CLC_PANEL(g, first + ow, n0 + {tap})]") if panels else (lambda tap: f"dst[{tap}]")
+%>\
+% if panels:
+    /* pixel k = image * OP + line * OW + ow of this chunk, columns n = ci * KV + tap: in panels */
+    const clc_idx first = image * CLC_OP + (clc_idx)line * CLC_OW, n0 = ci * CLC_KV;
+% else:
     __global clc_real* restrict dst = col + (g * CLC_COLS + image * CLC_OP + (clc_idx)line * CLC_OW)
                                             * CLC_COL_T + ci * CLC_KV;
+% endif
 % for r, kd, kh in krows:
     const int id${r} = od * CLC_SD - CLC_PD + ${kd} * CLC_DD, ih${r} = oh * CLC_SH - CLC_PH + ${kh} * CLC_DH;
     const bool ok${r} = (uint)id${r} < (uint)CLC_ID && (uint)ih${r} < (uint)CLC_IH;
     __global const clc_data* restrict src${r} = plane + (ok${r} ? ((clc_idx)id${r} * CLC_IH + ih${r}) * CLC_IW : 0);
 % endfor
-    for (int ow = 0; ow < CLC_OW; ++ow, dst += CLC_COL_T) {
+    for (int ow = 0; ow < CLC_OW; ++ow${"" if panels else ", dst += CLC_COL_T"}) {
 % for r, kd, kh in krows:
 % for kw in range(KW):
         { const int iw = ow * CLC_SW - CLC_PW + ${kw} * CLC_DW;
-          dst[${r * KW + kw}] = ok${r} && (uint)iw < (uint)CLC_IW ? clc_ld(src${r}, iw) : (clc_real)0; }
+          ${dst(r * KW + kw)} = ok${r} && (uint)iw < (uint)CLC_IW ? clc_ld(src${r}, iw) : (clc_real)0; }
 % endfor
 % endfor
+<% tail = -(-geom.cin_per_group * geom.kernel_volume // panels) * panels - geom.cin_per_group * geom.kernel_volume if panels else 0 %>\
+% if tail:
+        if (ci == CLC_CI - 1) {  /* the last panel's lanes past N: zeros, as clc_pack_b writes them */
+% for lane in range(tail):
+            col[CLC_PANEL(g, first + ow, CLC_CI * CLC_KV + ${lane})] = (clc_real)0;
+% endfor
+        }
+% endif
     }
 }
 </%def>\

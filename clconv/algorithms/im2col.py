@@ -143,7 +143,7 @@ class Im2col(Algorithm):
                 col_bytes = padded
                 index = problem.index_type(col_bytes // problem.itemsize)
         panels = 0
-        if transposed and self._writes_panels(problem, shape, tile, device):
+        if cpu and problem.pass_ != "backward_data" and self._writes_panels(problem, shape, tile, transposed, device):
             # the writer fills the GEMM's packed panels of B itself: no clc_pack_b launch per chunk
             panels = tile["VN"]
             shape = replace(shape, b={k: v for k, v in shape.b.items() if k != "LD"} | {"PANELS": True})
@@ -208,17 +208,20 @@ class Im2col(Algorithm):
         # vs 0.15 ms, per 784-pixel chunk)
         return "clc_im2col_t_rows" if g.kernel_volume >= 4 else "clc_im2col_t"
 
-    def _writes_panels(self, problem: Problem, shape: GemmShape, tile: dict, device) -> bool:
-        """Whether the CPU weight gradient's GEMM over the transposed column buffer would pack B
-        into panels (gemm.packs_b: its walk down B's rows crosses a page a step) and the buffer's
-        writer is clc_im2col_t_rows (a kernel of 4 taps or more), which then fills the panels
-        itself.  On PoCL (a 2-core AVX-512 EPYC, 2 threads; each pass against the same plan with
-        clc_pack_b, interleaved) the 5 such weight gradients timed ran 0.89-1.01x the time (DCGAN's
-        4x4 stride-2 128 -> 256 at batch 4 0.97x, a 3x3 256 at 64x64 0.89x).  The forward's writer,
-        clc_im2col_rows, stays with the copy: writing panels, its runs of a row went one value at a
-        time (DCGAN's forward 1.12x)."""
+    def _writes_panels(self, problem: Problem, shape: GemmShape, tile: dict, transposed: bool, device) -> bool:
+        """Whether the CPU GEMM over this column buffer would pack B into panels (gemm.packs_b: its
+        walk down B's rows crosses a page a step) and the buffer's writer can fill the panels
+        itself: the weight gradient's clc_im2col_t_rows (a kernel of 4 taps or more), and the
+        forward's clc_im2col_rows where an output row is a whole number of panel rows (OW a
+        multiple of VN: each of its runs one panel row at a time; written value by value across
+        panels, DCGAN's forward ran 1.115x the copy's time).  On PoCL (a 2-core AVX-512 EPYC, 2
+        threads; each pass against the same plan with clc_pack_b, interleaved) 5 weight gradients
+        ran 0.89-1.01x the time (DCGAN's 4x4 stride-2 128 -> 256 at batch 4 0.97x, a 3x3 256 at
+        64x64 0.89x) and 4 forwards 0.90-0.98x (DCGAN's 0.95x)."""
         if not packs_b(problem, shape, tile):
             return False
+        if not transposed:
+            return problem.geometry.out_size[-1] % tile["VN"] == 0
         return self._transposed_writer(problem, self._lanes(problem, device)) == "clc_im2col_t_rows"
 
     @staticmethod

@@ -16,9 +16,9 @@
 ## tile side: the vector lanes), COL_T (the transposed buffer's row stride, at least CI * KV: its writers
 ## need it, the others take none), COL_LD (clc_im2col_rows' row stride, at least NB * OP: padded where
 ## rows would share the L1's sets, gemm.spread_rows; NB * OP where not given), PANEL_VN (where given:
-## clc_im2col_t_rows writes the transposed buffer as the CPU GEMM's packed panels of B,
-## Bp[g][n / VN][k][n % VN], which it reads in B's place: no clc_pack_b launch; the lanes past N of
-## the last panel zeros, as clc_pack_b writes them).
+## clc_im2col_rows (OW a multiple of it) and clc_im2col_t_rows write the buffer as the CPU GEMM's
+## packed panels of B, Bp[g][n / VN][k][n % VN], which it reads in B's place: no clc_pack_b launch;
+## the transposed buffer's last panel's lanes past N zeros, as clc_pack_b writes them).
 ## x and dx are the call's tensors (clc_data, read with clc_ld); the column buffer is a clc_real
 ## workspace.
 <%!
@@ -31,9 +31,11 @@ ${prelude.header(geom, real, index, data, epilogue, bias)}
 #define CLC_COL_LD ((clc_idx)${context.get("COL_LD") or "CLC_COLS"})   /* clc_im2col_rows' row stride */
 % if context.get("PANEL_VN"):
 <%
-    # the weight gradient's B (k, n): the transposed buffer's (this chunk's pixels, input channel x tap)
+    # the GEMM's B (k, n): the forward's (input channel x tap, this chunk's pixels), the weight
+    # gradient's transposed buffer's (this chunk's pixels, input channel x tap)
     panel_vn = context.get("PANEL_VN")
-    panel_k, panel_n = chunk_batch * geom.out_pixels, geom.cin_per_group * geom.kernel_volume
+    panel_k, panel_n = ((geom.cin_per_group * geom.kernel_volume, chunk_batch * geom.out_pixels)
+                        if not context.get("COL_T") else (chunk_batch * geom.out_pixels, geom.cin_per_group * geom.kernel_volume))
 %>\
 #define CLC_PANEL_VN ${panel_vn}
 /* element (k, n) of group g's B in the CPU GEMM's panels of PANEL_VN columns (gemm_cpu.mako's B_PACKED) */
@@ -58,6 +60,23 @@ __kernel void clc_im2col_rows(__global const clc_data* restrict x_base, const lo
     const int od = line / CLC_OH, oh = line % CLC_OH;
     const int id = od * CLC_SD - CLC_PD + kd * CLC_DD;
     const int ih = oh * CLC_SH - CLC_PH + kh * CLC_DH;
+% if context.get("PANEL_VN"):
+    /* in panels (a row's run of OW columns a whole number of panel rows, VN-aligned): the run's
+       values by the same tests, VN at a time into each panel's row k */
+    const clc_idx first = image * CLC_OP + (clc_idx)line * CLC_OW;
+    const clc_idx group = row / (CLC_CI * CLC_KV), k = row % (CLC_CI * CLC_KV);
+    const bool inside = (uint)id < (uint)CLC_ID && (uint)ih < (uint)CLC_IH;
+    __global const clc_data* restrict src =
+        x_base + x_off + ((chunk + image) * CLC_CIN + gci) * CLC_IP + (inside ? ((clc_idx)id * CLC_IH + ih) * CLC_IW : 0);
+    const int shift = kw * CLC_DW - CLC_PW;
+    for (int p = 0; p < CLC_OW / CLC_PANEL_VN; ++p) {
+        __global clc_real* restrict dst = col + CLC_PANEL(group, k, first + p * CLC_PANEL_VN);
+        for (int v = 0; v < CLC_PANEL_VN; ++v) {
+            const int iw = (p * CLC_PANEL_VN + v) * CLC_SW + shift;
+            dst[v] = inside && (uint)iw < (uint)CLC_IW ? clc_ld(src, iw) : (clc_real)0;
+        }
+    }
+% else:
     __global clc_real* restrict dst = col + row * CLC_COL_LD + image * CLC_OP + (clc_idx)line * CLC_OW;
     if (!((uint)id < (uint)CLC_ID && (uint)ih < (uint)CLC_IH)) {
         for (int ow = 0; ow < CLC_OW; ++ow)
@@ -78,6 +97,7 @@ __kernel void clc_im2col_rows(__global const clc_data* restrict x_base, const lo
         dst[ow] = clc_ld(src, ow * CLC_SW + shift);
     for (int ow = ow_end; ow < CLC_OW; ++ow)
         dst[ow] = (clc_real)0;
+% endif
 }
 </%def>\
 ##

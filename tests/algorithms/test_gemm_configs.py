@@ -504,6 +504,8 @@ def test_cpu_weight_gradient_with_spread_column_rows(queue, rng, monkeypatch, ta
 PACKED_B_CASES = [  # (algorithm, pass, geometry, config): each B view the CPU GEMM packs
     ("im2col", "forward", ODD_3X3, "wm4-vn8"),             # column buffer, 162 columns: a partial last panel
     ("im2col", "forward", GROUPED, "wm3-vn4-nb4"),         # two groups' panels; blocks of columns, k steps of 5
+    ("im2col", "forward", "n2g1c5o7i8x8k3x3s1x1p1x1d1x1", "wm4-vn8"),        # rows of 8: written in panels
+    ("im2col", "forward", "n2g2c4o6i8x8k3x3s1x1p1x1d1x1", "wm3-vn4-nb4"),    # two groups' panels, written
     ("im2col", "backward_data", "n2g1c6o9i9x9k3x3s1x1p1x1d1x1", "wm4-vn8"),  # dy's rows (b_grad_output_cols)
     ("gemm1x1", "forward", ODD_1X1, "wm4-vn8"),            # the input in place: runs of 8 cross 25-pixel images
     ("gemm1x1", "backward_data", ODD_1X1, "wm8-vn16"),     # dy in place, 75 columns under 16 lanes
@@ -536,11 +538,15 @@ def test_cpu_gemm_reads_b_packed(queue, rng, monkeypatch, algorithm, pass_, tag,
         plan = REGISTRY[algorithm].plan(problem, CPU[config], queue.device)
         entries = [c.entry for c in plan.calls]
         packs, gemms = entries.count("clc_pack_b"), entries.count("clc_gemm")
-        if "clc_im2col_t_rows" in entries:
-            # the weight gradient's transposed buffer written as the panels themselves: no copy, its
-            # last panel's lanes past N zeroed by the writer (5 channels x 9 taps = 45 of 48)
-            writer = next(c for c in plan.calls if c.entry == "clc_im2col_t_rows")
+        writer = next((c for c in plan.calls if c.source.params.get("PANEL_VN")), None)
+        if writer is not None:
+            # the column buffer written as the panels themselves: the weight gradient's transposed
+            # one (its last panel's lanes past N zeroed by the writer: 5 channels x 9 taps = 45 of
+            # 48), the forward's where an output row is a whole number of panel rows
+            assert writer.entry in ("clc_im2col_rows", "clc_im2col_t_rows"), entries
             assert packs == 0 and writer.source.params["PANEL_VN"] == CPU[config]["VN"], entries
+            assert (writer.entry == "clc_im2col_rows") == (pass_ == "forward")
+            assert pass_ == "backward_weight" or g.out_size[-1] % CPU[config]["VN"] == 0
             assert "bpack" not in plan.workspaces
             assert all(c.source.params["B_PACKED"] for c in plan.calls if c.entry == "clc_gemm")
             run_prepared(queue, rng, problem, REGISTRY[algorithm], CPU[config])

@@ -35,6 +35,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import heuristic_check  # docs/perf/, beside this script
 
+import clconv
+from clconv import planner, runtime
 from clconv.plan import Problem
 from clconv.planner import REGISTRY, candidates, label
 from clconv.tools import shapes
@@ -81,7 +83,6 @@ def make_jobs(out: str) -> None:
 
 
 def _prepare(queue, problem: Problem, text: str):
-    from clconv import planner
     name, config = parse_label(text)
     return planner.prepare(problem, REGISTRY[name], config, queue)
 
@@ -99,25 +100,18 @@ def _build_all(queue, pairs) -> None:
 
 
 def alternate(queue, prof, problem: Problem, labels: list[str]) -> dict[str, float]:
-    """Each of ``labels`` timed ROUNDS times, alternating: label -> the median of its timings (ms)."""
-    from clconv import runtime
+    """Each of ``labels`` timed ROUNDS times, alternating: label -> the median of its timings (ms),
+    each timing time_runner's median of TUNE_REPEATS, as tuning times a candidate."""
     runners = {text: _prepare(queue, problem, text) for text in labels}
     operands = runtime.random_operands(problem, prof)
     times: dict[str, list[float]] = {text: [] for text in labels}
     for _ in range(ROUNDS):
         for text, runner in runners.items():
-            times[text].append(1e3 * runtime.time_runner(runner, prof, operands, heuristic_check_repeats()))
+            times[text].append(1e3 * runtime.time_runner(runner, prof, operands, planner.TUNE_REPEATS))
     return {text: round(statistics.median(values), 5) for text, values in times.items()}
 
 
-def heuristic_check_repeats() -> int:
-    from clconv import planner
-    return planner.TUNE_REPEATS
-
-
 def _device():
-    import clconv
-    from clconv import runtime
     queue = clconv.default_queue()
     return queue, runtime.profiling_queue(queue)
 
@@ -185,7 +179,6 @@ def run_stored(jobs_path: str, out: str, seconds: float, processes: int, part: s
 
 
 def run_fresh(spec: str, out: str, seconds: float, processes: int) -> None:
-    from clconv import planner
     queue, prof = _device()
     prebuild("fresh", spec, processes)
     rows, start = [], time.perf_counter()

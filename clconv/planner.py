@@ -278,19 +278,15 @@ def _small_forward_to_splitk(problem: Problem) -> bool:
     # the forward: 3x3 512 -> 1 at 32x32, batch 1 (9 MFLOP), ran 43.7 us with split-K against the
     # implicit GEMM's 328.5 (cuDNN 61.3; docs/perf/h200-direct-blocks-outputs-holdout.json), where
     # direct's strips, too few to fill the device (direct.few_outputs_first), took 141.5
-    low = 0 if g.cout_per_group <= FORWARD_FEW_OUTPUTS else None
+    low = 0 if g.cout_per_group <= FORWARD_FEW_OUTPUTS else SPLITK_FORWARD_FLOPS[0]
     # (a 1x1 layer's forward by its tiles instead: _unfilled_pointwise_to_splitk)
-    return problem.pass_ == "forward" and not g.is_pointwise and _small_long_gemm(problem, g.reduction_length, low)
+    return (problem.pass_ == "forward" and not g.is_pointwise and g.groups == 1 and problem.layout == CHANNELS_FIRST
+            and g.reduction_length >= SPLITK_FORWARD_MIN_CONTRACTION and low <= g.flops <= SPLITK_FORWARD_FLOPS[1])
 
 
-def _small_long_gemm(problem: Problem, contraction: int, low: int | None = None) -> bool:
-    """The measured ground of split-K's small-problem rules: one group, channels-first, ``low``
-    (SPLITK_FORWARD_FLOPS' bottom unless given) to SPLITK_FORWARD_FLOPS' top direct FLOPs, over a
-    ``contraction`` of SPLITK_FORWARD_MIN_CONTRACTION or more."""
-    g = problem.geometry
-    low = SPLITK_FORWARD_FLOPS[0] if low is None else low
-    return (g.groups == 1 and problem.layout == CHANNELS_FIRST and contraction >= SPLITK_FORWARD_MIN_CONTRACTION
-            and low <= g.flops <= SPLITK_FORWARD_FLOPS[1])
+def _unfilled_tiles(rows: int, columns: int) -> int:
+    """Tiles of UNFILLED_TILE x UNFILLED_TILE that cover a GEMM result of ``rows`` x ``columns``."""
+    return -(-rows // UNFILLED_TILE) * -(-columns // UNFILLED_TILE)
 
 
 # The share of the compute units a 1x1 layer's result may fill in tiles of UNFILLED_TILE and still go
@@ -302,9 +298,10 @@ UNFILLED_POINTWISE_SHARE = 0.8
 def _unfilled_pointwise_to_splitk(problem: Problem, device: cl.Device) -> bool:
     """Whether split-K comes first for a 1x1 layer's forward or data gradient on a GPU: one whose
     result is at most UNFILLED_POINTWISE_SHARE of the device's compute units in GEMM tiles of
-    UNFILLED_TILE x UNFILLED_TILE, over a long contraction (the input channels of the forward, the output channels of the data
-    gradient: SPLITK_FORWARD_MIN_CONTRACTION or more), any stride (before the strided 1x1 rule's
-    im2col: _strided_pointwise_data_to_columns), one group, channels-first.  gemm1x1 and im2col
+    UNFILLED_TILE x UNFILLED_TILE, over a long contraction (the input channels of the forward, the
+    output channels of the data gradient: SPLITK_FORWARD_MIN_CONTRACTION or more), any stride
+    (before the strided 1x1 rule's im2col: _strided_pointwise_data_to_columns), one group,
+    channels-first.  gemm1x1 and im2col
     run those few tiles over the whole contraction, most of the device idle; split-K's pieces fill
     it.  Counted in tiles rather than FLOPs: a classifier head at batch 1 is a matrix-vector
     product of a few MFLOP, a pyramid-pooling layer of 600 MFLOP still 40 tiles.
@@ -329,8 +326,8 @@ def _unfilled_pointwise_to_splitk(problem: Problem, device: cl.Device) -> bool:
     rows, contraction = ((g.out_channels, g.in_channels) if problem.pass_ == "forward"
                          else (g.in_channels, g.out_channels))
     pixels = g.batch * (g.out_pixels if problem.pass_ == "forward" else g.in_pixels)
-    tiles = -(-rows // UNFILLED_TILE) * -(-pixels // UNFILLED_TILE)
-    return contraction >= SPLITK_FORWARD_MIN_CONTRACTION and tiles <= UNFILLED_POINTWISE_SHARE * limits.of(device).compute_units
+    return (contraction >= SPLITK_FORWARD_MIN_CONTRACTION
+            and _unfilled_tiles(rows, pixels) <= UNFILLED_POINTWISE_SHARE * limits.of(device).compute_units)
 
 
 def _unfilled_forward_to_splitk(problem: Problem, device: cl.Device) -> bool:
@@ -347,11 +344,10 @@ def _unfilled_forward_to_splitk(problem: Problem, device: cl.Device) -> bool:
     if not (problem.pass_ == "forward" and g.groups == 1 and g.kernel_volume > 1 and problem.layout == CHANNELS_FIRST
             and g.reduction_length >= SPLITK_FORWARD_MIN_CONTRACTION and g.flops > SPLITK_FORWARD_FLOPS[1]):
         return False
-    tiles = -(-g.out_channels // UNFILLED_TILE) * -(-g.batch * g.out_pixels // UNFILLED_TILE)
-    return tiles < limits.of(device).compute_units
+    return _unfilled_tiles(g.out_channels, g.batch * g.out_pixels) < limits.of(device).compute_units
 
 
-# The square tile _unfilled_forward_to_splitk counts an output in (the middle of the GPU tiles)
+# The square tile the unfilled rules count a result in (_unfilled_tiles: the middle of the GPU tiles)
 UNFILLED_TILE = 64
 SPLITK_FORWARD_FLOPS = (2**25, 384 << 20)
 # The shortest contraction split-K won at was 576 (64 channels x 9 taps); it lost at 256-384, and at

@@ -162,12 +162,7 @@ ALL_TILES = ("h200-all-tiles-a.json", "h200-all-tiles-b.json", "h200-all-tiles-c
 # which serve those passes since then (the tuning runs before timed none), and of the layers written
 # to judge its forward rule (h200-splitk-forward-layers.txt, judged as a set of its own).  Their
 # times fill in the sets' rows as ALL_TILES' do.
-SPLITK_RUNS = ("h200-splitk-result-passes.json", "h200-splitk-forward.json")
-SPLITK_SETS = {  # the shape file a split-K run names -> the set it fills in
-    "docs/perf/h200-short-wgrad-layers.txt": "short wgrad", "small": "small",
-    "docs/perf/h200-winograd-sides-layers.txt": "winograd sides", "docs/perf/h200-strided-1x1-layers.txt": "strided 1x1",
-    "docs/perf/h200-splitk-forward-layers.txt": "splitk forward",
-}
+SPLITK_RUNS = ("h200-splitk-result-passes.json", "h200-splitk-forward.json")  # their rows' "file": set_name
 
 
 # Runs of docs/perf/direct_blocks.py (2026-12-03, sixteenth session): direct's forward in blocks of
@@ -191,8 +186,9 @@ def block_times() -> dict:
 
 
 def set_name(stored: str) -> str:
-    """The SETS name of a run's ``set`` field: a set's name, or (gemm_all_tiles.py run on a shape
-    file, as the H100 runs were) the path of the one shape file a set is made of."""
+    """The SETS name of a run's ``set`` (or split-K run's ``file``) field: a set's name, or the path
+    of the one shape file a set is made of (gemm_all_tiles.py run on a shape file, as the H100 runs
+    were)."""
     for name, (specs, _, _) in SETS.items():
         if stored == name or (len(specs) == 1 and Path(specs[0]).name == Path(stored).name):
             return name
@@ -209,7 +205,7 @@ def all_tiles_times() -> list[dict]:
         out.append(times)
     for name in SPLITK_RUNS:
         rows = json.loads((HERE / name).read_text())["rows"]
-        out.append({(SPLITK_SETS[row["file"]], row["layer"], row["pass"]): row["times_ms"] for row in rows})
+        out.append({(set_name(row["file"]), row["layer"], row["pass"]): row["times_ms"] for row in rows})
     return out
 
 
@@ -247,6 +243,11 @@ def h200():
     return devices.H200.stand_in()
 
 
+def layer_geometries(specs: list[str], batch) -> dict:
+    """Layer label -> geometry of the layers of shape specs ``specs`` (a set's, with its batch)."""
+    return {layer.label: layer.geometry for spec in specs for layer in shapes.resolve_layers(spec, batch)}
+
+
 def stored_times(specs: list[str], batch, run: dict, extras: list[dict] = (), blocks: dict | None = None,
                  retimed: dict | None = None, retuned: dict | None = None):
     """Each layer-pass of ``run`` as (layer label, problem, its times, the time `clconv tune` would
@@ -255,10 +256,7 @@ def stored_times(specs: list[str], batch, run: dict, extras: list[dict] = (), bl
     times, block_times; ``retimed``: (layer, pass) -> (algorithm, times) replacing that algorithm's
     stored times, retimed_times; ``retuned``: (layer, pass) -> times replacing the run's row,
     retuned_times)."""
-    geometry = {}
-    for spec in specs:
-        for layer in shapes.resolve_layers(spec, batch):
-            geometry[layer.label] = layer.geometry
+    geometry = layer_geometries(specs, batch)
     # a tuning run's rows, a split-K run's, or a gemm_all_tiles.py run's (a list: every tile of the
     # heuristic's algorithm, e.g. h200-all-tiles-short-gathered.json)
     for row in run if isinstance(run, list) else run["tuned"] if "tuned" in run else run["rows"]:

@@ -54,7 +54,7 @@ def parse_label(text: str) -> tuple[str, dict]:
 def set_layers(name: str) -> dict:
     """Layer label -> geometry of heuristic_check's set ``name``."""
     specs, batch, _ = heuristic_check.SETS[name]
-    return {layer.label: layer.geometry for spec in specs for layer in shapes.resolve_layers(spec, batch)}
+    return heuristic_check.layer_geometries(specs, batch)
 
 
 def stored_rows():
@@ -63,16 +63,12 @@ def stored_rows():
     device = heuristic_check.h200()
     heuristic_check.with_workspace_limit()
     retuned = heuristic_check.retuned_times()
-    for name, (_, _, path) in heuristic_check.SETS.items():
+    for name, (specs, batch, path) in heuristic_check.SETS.items():
         run = heuristic_check.load_run(path)
-        rows = run if isinstance(run, list) else run["tuned"] if "tuned" in run else run["rows"]
-        layers = set_layers(name)
-        again = heuristic_check._of_set(retuned, name)
-        for row in rows:
-            times = again.get((row["layer"], row["pass"]), row["times_ms"])
-            problem = Problem(layers[row["layer"]], row["pass"], "float32")
+        for layer, problem, times, _ in heuristic_check.stored_times(
+                specs, batch, run, retuned=heuristic_check._of_set(retuned, name)):
             algorithm, config = candidates(problem, device)[0]
-            yield name, row["layer"], row["pass"], problem, times, label(algorithm, config)
+            yield name, layer, problem.pass_, problem, times, label(algorithm, config)
 
 
 def make_jobs(out: str) -> None:

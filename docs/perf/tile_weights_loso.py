@@ -21,7 +21,6 @@ from clconv import limits
 from clconv.algorithms import REGISTRY, gemm
 from clconv.plan import Problem
 from clconv.planner import candidates
-from clconv.tools import shapes
 
 # (work-items a compute unit under which the shortfall counts, or None; its power; the local
 # loads' weight; whether LARGE_GEMM_TILE may be promoted)
@@ -33,11 +32,8 @@ TIMED_KEYS = ("TM", "TN", "WM", "WN", "VW", "m")
 def layer_passes(algorithm_name: str, pass_: str, files: list[str], device) -> list[tuple]:
     """(all-tiles row, geometry, problem, GEMM shape) of each distinct layer-pass whose heuristic
     choice is the algorithm, with at least six tiles timed."""
-    geometry = {}
-    for name, (specs, batch, _) in heuristic_check.SETS.items():
-        for spec in specs:
-            for layer in shapes.resolve_layers(spec, batch):
-                geometry[(name, layer.label)] = layer.geometry
+    geometry = {(name, label): g for name, (specs, batch, _) in heuristic_check.SETS.items()
+                for label, g in heuristic_check.layer_geometries(specs, batch).items()}
     algorithm = REGISTRY[algorithm_name]
     rows = [r for f in files for r in json.loads((heuristic_check.HERE / f).read_text())
             if r["algorithm"] == algorithm_name and r["pass"] == pass_ and (r["set"], r["layer"]) in geometry]

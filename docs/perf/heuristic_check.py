@@ -243,6 +243,13 @@ def h200():
     return devices.H200.stand_in()
 
 
+def parse_label(text: str) -> tuple[str, dict]:
+    """``planner.label``'s ``name key=value ...`` (a stored run's config key) back into the
+    algorithm's name and its config."""
+    name, *pairs = text.split(" ")
+    return name, {key: int(value) for key, value in (pair.split("=", 1) for pair in pairs)}
+
+
 def layer_geometries(specs: list[str], batch) -> dict:
     """Layer label -> geometry of the layers of shape specs ``specs`` (a set's, with its batch)."""
     return {layer.label: layer.geometry for spec in specs for layer in shapes.resolve_layers(spec, batch)}

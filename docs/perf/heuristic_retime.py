@@ -45,12 +45,6 @@ ROUNDS = 3  # alternations of the two configurations
 BATCH = 16  # jobs whose programs build side by side before they are timed
 
 
-def parse_label(text: str) -> tuple[str, dict]:
-    """``planner.label``'s ``name key=value ...`` back into the algorithm's name and its config."""
-    name, *pairs = text.split(" ")
-    return name, {key: int(value) for key, value in (pair.split("=", 1) for pair in pairs)}
-
-
 def set_layers(name: str) -> dict:
     """Layer label -> geometry of heuristic_check's set ``name``."""
     specs, batch, _ = heuristic_check.SETS[name]
@@ -79,7 +73,7 @@ def make_jobs(out: str) -> None:
 
 
 def _prepare(queue, problem: Problem, text: str):
-    name, config = parse_label(text)
+    name, config = heuristic_check.parse_label(text)
     return planner.prepare(problem, REGISTRY[name], config, queue)
 
 

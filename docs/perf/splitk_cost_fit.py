@@ -44,9 +44,9 @@ def layer_passes():
                                                         hc._of_set(retimed, name), hc._of_set(retuned, name)):
             timed = {}
             for key, ms in times.items():
-                parts = key.split(" ")
-                if parts[0] == "splitk":
-                    timed[key] = ({kv.split("=")[0]: int(kv.split("=")[1]) for kv in parts[1:]}, ms)
+                timed_algorithm, config = hc.parse_label(key)
+                if timed_algorithm == "splitk":
+                    timed[key] = (config, ms)
             if not timed or algorithm.decline_reason(problem, device) is not None:
                 continue
             saved = splitk.TILE_CANDIDATES

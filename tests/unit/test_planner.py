@@ -680,6 +680,8 @@ def test_gpu_heuristic_cuts_unfilled_pointwise_layers(tag, pass_, wanted):
     assert heuristic_order(problem, fake_device(gpu=False, compute_units=2))[0] != "splitk"
     last = Problem(problem.geometry, pass_, "float32", layout="channels_last")
     assert heuristic_order(last, H200_LIKE)[0] != "splitk"
+    grouped = _problem(tag.replace("g1c", "g2c", 1), pass_)
+    assert not planner._unfilled_pointwise_to_splitk(grouped, H200_LIKE)
 
 
 def test_unfilled_pointwise_layers_are_counted_against_the_device():

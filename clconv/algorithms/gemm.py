@@ -1038,7 +1038,7 @@ def _cpu_gemm(problem: Problem, shape: GemmShape, tile: dict, index: str, launch
     # B written in the packed panels by its producer (im2col's writers: shape.b["PANELS"]), read as
     # clc_pack_b's copy would be, without that launch
     written = bool(shape.b.get("PANELS"))
-    pack_b = packs_b(problem, shape, tile) and not written
+    pack_b = not written and packs_b(problem, shape, tile)
     panels = -(-shape.N // tile["VN"])
     gemms = shape.count(problem.geometry)
     pack_b_bytes = gemms * panels * tile["VN"] * shape.K * problem.itemsize if pack_b else 0

@@ -253,22 +253,24 @@ def grouped_blocks_first(problem: Problem) -> bool:
 
 def narrow_blocks_first(problem: Problem) -> bool:
     """Whether clc_direct_forward_block comes before the strips for an ungrouped forward of fewer
-    output channels than forward_blocks_first asks (FORWARD_BLOCK_OUTPUTS' lower bound), where each
-    input value it loads still feeds a block of at least FORWARD_FEW_OUTPUTS channels and the
-    contraction is not a first layer's (NARROW_BLOCK_CONTRACTION input channels x taps or more).
-    On an H100 and an H200 (docs/perf/heuristic_check.py) the blocks ran SlowFast's 1x3x3 8 -> 8
-    (a contraction of 72) in 0.61x the strips' time, PeleeNet's 3x3 16 -> 16 (144) in 0.63x and
-    EEGNet's 1x64 1 -> 8 (64) in 0.92x; the first layers of 16 output channels that lost to the
-    strips (MobileNetV3's and MobileViT's 3 -> 16 stems, 1.03-1.15x) contract over 27."""
+    output channels than forward_blocks_first asks (FORWARD_BLOCK_OUTPUTS' lower bound) and at
+    least FORWARD_FEW_OUTPUTS, over a contraction of at most FORWARD_BLOCK_CONTRACTION: each input
+    value it loads feeds a block of those channels (not a 1x1 layer's, whose GEMM reads its input
+    in place).  On an H100 and an H200
+    (docs/perf/heuristic_check.py) the blocks ran SlowFast's 1x3x3 8 -> 8 (a contraction of 72) in
+    0.61x the strips' time, PeleeNet's 3x3 16 -> 16 (144) in 0.63x, a CIFAR ResNet's 16 -> 16 at
+    batch 128 in 0.75x and EEGNet's 1x64 1 -> 8 (64) in 0.92x; LeNet-5's 5x5 6 -> 16 at 14x14, whose
+    block shrinks to 2 channels to fill the device, in 1.22x.  Until the thirty-fifth session
+    first layers (a contraction under 64) kept the strips, on a claim of stems that lost to them
+    which no stored run holds; the two measured since, IMPALA's 3x3 3 -> 16 at 64x64, batch 64
+    (docs/perf/h100-tune-fourteenth.json), and EfficientFormer's stride-2 3x3 3 -> 24 at 224x224,
+    batch 32 (docs/perf/gpu35/fresh-fifteenth.json, a list written before it was measured), ran the
+    blocks in 0.60x and 0.33x the strips' time (16.8 against 28.1 us, 34.8 against 107 us)."""
     g = problem.geometry
     contraction = g.cin_per_group * g.kernel_volume
-    return (problem.pass_ == "forward" and g.groups == 1 and problem.layout == CHANNELS_FIRST
+    return (problem.pass_ == "forward" and g.groups == 1 and problem.layout == CHANNELS_FIRST and not g.is_pointwise
             and FORWARD_FEW_OUTPUTS <= g.cout_per_group < FORWARD_BLOCK_OUTPUTS[0]
-            and NARROW_BLOCK_CONTRACTION <= contraction <= FORWARD_BLOCK_CONTRACTION)
-
-
-# An input value feeds this many taps' products in a narrow block at least (narrow_blocks_first)
-NARROW_BLOCK_CONTRACTION = 64
+            and contraction <= FORWARD_BLOCK_CONTRACTION)
 
 
 # A forward with at most this many output channels a group (an output layer: an image's 1-3

@@ -457,6 +457,16 @@ GATHER_VIEWS = {"b_input_unfold": "x", "a_input_unfold": "x", "b_input_unfold_t"
                 "b_grad_output_gather": "dy", "a_grad_output_gather": "dy"}
 
 
+def gathered_channels(problem: Problem, shape: "GemmShape") -> int:
+    """The channels (a group's) of the operand a GEMM gathers through an implicit im2col or col2im
+    (the input's, or dy's), each gathered at every tap; 0 where it gathers none."""
+    g = problem.geometry
+    for view in (shape.b_view, shape.a_view):
+        if view in GATHER_VIEWS:
+            return g.cin_per_group if GATHER_VIEWS[view] == "x" else g.cout_per_group
+    return 0
+
+
 def gathered_operand(problem: Problem, shape: "GemmShape") -> str:
     """"a" or "b": the operand a GEMM gathers through an implicit im2col or col2im where what it
     gathers per pixel is short (channels x taps of the input, or of dy, at most SHORT_CONTRACTION:
@@ -467,8 +477,7 @@ def gathered_operand(problem: Problem, shape: "GemmShape") -> str:
         return ""
     for side, view in (("b", shape.b_view), ("a", shape.a_view)):
         if view in GATHER_VIEWS:
-            channels = g.cin_per_group if GATHER_VIEWS[view] == "x" else g.cout_per_group
-            return side if channels * g.kernel_volume <= SHORT_CONTRACTION else ""
+            return side if gathered_channels(problem, shape) * g.kernel_volume <= SHORT_CONTRACTION else ""
     return ""
 
 
@@ -479,6 +488,22 @@ def gathered_operand(problem: Problem, shape: "GemmShape") -> str:
 # 1.86x their time on an H100 (docs/perf/h100-tune-thirteenth.json); no other stored layer-pass
 # changes with this bound (docs/perf/heuristic_check.py, and the short gathered layers' all-tiles run)
 IDLE_GATHER_RANK = 1.1
+# Where gather_rank finds the 32x32 tile (4x4 blocks, 64 work-items) and the 32x64 one (2x4 blocks,
+# 256) alike in idle units, gathering and waste, it puts the 32x64 first (half the gathers a
+# work-item): right for first layers, whose gather is a few channels at many taps (VGG's, YOLO's,
+# Inception's, DDRNet's 3-channel stems, 1.03-1.11x the 32x32 tile's speed; AlexNet's 11x11
+# 1.18x; DeepSpeech2's 1-channel 41x11 1.06x), but where the gathered operand has GATHER_DENSE_CHANNELS
+# channels or more and the GEMM's rows fill 32-row tiles, the 4x4 blocks' lower local loads per
+# FMA (0.5 against 0.75) win: over the stored layer-passes whose first candidate is the implicit
+# GEMM with the 32x64 tile first (docs/perf/heuristic_check.py), the 32x32 tile ran 0.73-0.97x its
+# time on all ten such (IMPALA's residual 3x3 32 -> 32 forward 0.73x and data gradient 0.79x,
+# DenseNet-121's growth layer's data gradient 0.79x, GoogLeNet's 5x5 16 -> 32 0.83x, HRNet's 3x3
+# 0.83x and 0.97x, UnivNet's 1D k3 0.87x and 0.91x, ENet's 5x1 0.88x and 0.91x, VoxelMorph's 3x3x3
+# 16 -> 32 0.89x); the two of fewer rows, 24 and 48, ran it 1.14-1.17x, and the first layers above
+# are under the channel bound.
+GATHER_DENSE_CHANNELS = 16
+SMALL_SQUARE_TILE = (32, 32, 16, 4, 4, 4, 1, 3)
+SMALL_WIDE_TILE = (32, 64, 16, 2, 4, 2, 1, 3)
 
 
 def gather_rank(m: int, n: int, tile: Mapping[str, Any], gathered: str, units: int = 1,
@@ -499,11 +524,12 @@ def gather_rank(m: int, n: int, tile: Mapping[str, Any], gathered: str, units: i
 def gemm_tiles(m: int, n: int, fit: limits.Limits, itemsize: int, limit: int = TILE_CANDIDATES, groups: int = 1,
                vector_first: bool = True, layout: str = CHANNELS_FIRST, plain: bool = False, k: int = 0,
                gathered: str = "", large_blocks: bool = True, weights: TileWeights | None = None,
-               matrices: bool = True) -> list[dict]:
+               matrices: bool = True, gathered_channels: int = 0) -> list[dict]:
     """Tiles that fit the device, best guess first: least work wasted on the matrix edges, enough
     work-groups to fill every compute unit (on a GPU), then the table's order of preference.  On a
     GPU, a GEMM that gathers operand ``gathered`` ("a" or "b": gathered_operand) ranks by its
-    gathering instead (gather_rank, SHORT_CONTRACTION).  ``plain`` (Winograd's workspace
+    gathering instead (gather_rank, SHORT_CONTRACTION; ``gathered_channels``: the gathered
+    operand's channels, for GATHER_DENSE_CHANNELS).  ``plain`` (Winograd's workspace
     matrices): on a GPU the blocks' local loads per FMA weigh against that waste, on a CPU the
     larger block breaks its ties.  On a CPU, the GEMM without local memory comes first when
     ``vector_first`` (else after one local-memory tile); it reads rows of channels-first
@@ -561,7 +587,13 @@ def gemm_tiles(m: int, n: int, fit: limits.Limits, itemsize: int, limit: int = T
         return -tile[5] if gpu and matrices and VECTOR_TIES else 0
 
     if gpu and gathered:
-        tiles.sort(key=lambda tile: gather_rank(m, n, dict(zip(TILE_KEYS, tile)), gathered, units, groups))
+        rank = {tile: gather_rank(m, n, dict(zip(TILE_KEYS, tile)), gathered, units, groups) for tile in tiles}
+        tiles.sort(key=lambda tile: rank[tile])
+        dense, sparse = SMALL_SQUARE_TILE, SMALL_WIDE_TILE
+        if (gathered_channels >= GATHER_DENSE_CHANNELS and m % dense[0] == 0 and tiles[0] == sparse
+                and dense in rank and rank[dense][:3] == rank[sparse][:3]):
+            tiles.remove(dense)
+            tiles.insert(0, dense)
     else:
         # stable: ties keep the table's order
         tiles.sort(key=lambda tile: (cost(tile) * local_loads(tile), block(tile), wider_vector(tile)))
@@ -576,6 +608,21 @@ def gemm_tiles(m: int, n: int, fit: limits.Limits, itemsize: int, limit: int = T
             if count >= MEDIUM_GEMM_WAVES * units and cost(MEDIUM_GEMM_TILE) <= cost(tiles[0]):
                 tiles.remove(MEDIUM_GEMM_TILE)
                 tiles.insert(0, MEDIUM_GEMM_TILE)
+    if (gpu and not plain and n <= SMALL_SQUARE_TILE[1] and tiles[0] == SMALL_SQUARE_TILE and SMALL_WIDE_TILE in tiles
+            and -(-m // SMALL_SQUARE_TILE[0]) * groups <= units):
+        # a GEMM of at most 32 columns (a batch-1 head, a 4x4 image at batch 1) in at most a wave
+        # of 32-row tiles: the 32x64 tile runs the same work-groups as the 32x32 one (its extra
+        # columns empty too), with 256 work-items of 8 FMAs a step where the 32x32 tile has 64 of
+        # 16, and so hides the loads' latency that such a GEMM is bound by.  Over the stored runs
+        # (H100 and H200, docs/perf/heuristic_check.py) the 32x32 tile ran 1.33-1.90x the 32x64
+        # one's time on every such GEMM timed with both but one (1.01x): PP-LCNet's and
+        # MobileNetV3's batch-1 heads (1.82x, 1.90x; 1.63x the data gradient), FCN's fc6 and VGG's
+        # fc7 as convolutions at batch 8 and 4 (1.62x, 1.59x), a classifier head at batch 32
+        # (1.41x), ProGAN's 4x4 at batch 1 (1.38x, 1.46x), DCGAN's final 4x4 (1.38x), SENet's
+        # excitation (1.33x); BAM's 512 -> 32 at batch 1 1.01x.  Not Winograd's GEMMs (``plain``:
+        # their weighting of local loads decides there)
+        tiles.remove(SMALL_WIDE_TILE)
+        tiles.insert(0, SMALL_WIDE_TILE)
     configs = [dict(zip(TILE_KEYS, t)) for t in tiles]
     if not gpu:
         # no local memory, no barriers: what PoCL runs fastest (docs/performance.md); the

@@ -10,7 +10,7 @@ from ..plan import CHANNELS_FIRST, LAYOUTS, Plan, Problem
 from .base import Algorithm
 from .gemm import (
     IMPLICIT_ROLES, LARGE_GEMM_TILE, TILE_KEYS, GemmShape, TileWeights, backward_data_shape, forward_shape,
-    gathered_operand, gemm_calls, gemm_tiles, global_vectors, implicit_shape, is_dot_config, pointwise_data_shape,
+    gathered_channels, gathered_operand, gemm_calls, gemm_tiles, global_vectors, implicit_shape, is_dot_config, pointwise_data_shape,
     strided_pointwise_data_shape, thrashing_last, tile_config,
     vector_first, weight_contraction, weight_shape, with_dot_configs,
 )
@@ -45,7 +45,8 @@ class ImplicitGemm(Algorithm):
         fit = limits.of(device)
         tiles = gemm_tiles(shape.M, shape.N, fit, problem.itemsize, groups=problem.geometry.groups,
                            vector_first=vector_first(problem, shape), layout=problem.layout, k=weight_contraction(shape),
-                           gathered=gathered_operand(problem, shape), large_blocks=self.large_blocks(problem, shape),
+                           gathered=gathered_operand(problem, shape), gathered_channels=gathered_channels(problem, shape),
+                           large_blocks=self.large_blocks(problem, shape),
                            matrices=self.reads_matrices(problem), weights=self.tile_weights(problem))
         return thrashing_last(tiles, problem, shape, fit)
 

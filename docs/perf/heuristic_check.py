@@ -124,6 +124,11 @@ SETS = {  # name: (shape specs, batch override, tuning run)
     # measured, to judge the heuristic as it then stood; tuned on an H100 the same way
     # (gpu34/fresh-fourteenth.json): 1.091x the tuning run's winner as found, 1.075x re-timed
     "fourteenth": ([str(HERE / "h200-fourteenth-layers.txt")], None, "h100-tune-fourteenth.json"),
+    # written on 2026-12-07 (thirty-fifth session) at its start, before any of its changes and before
+    # it was measured; tuned on an H100 the same way (gpu35/fresh-fifteenth.json): 1.069x the tuning
+    # run's winner as found, 1.064x re-timed (worst 3.06x: EfficientFormer's 3 -> 24 stem forward in
+    # direct's strips, 0.33x with its blocks: direct.narrow_blocks_first was then written from it)
+    "fifteenth": ([str(HERE / "h200-fifteenth-layers.txt")], None, "h100-tune-fifteenth.json"),
 }
 
 # Runs that re-timed every tile of some layer-passes after their kernel changed: their times replace

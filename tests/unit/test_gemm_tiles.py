@@ -149,6 +149,45 @@ def test_short_gathered_contractions_rank_tiles_by_their_gathering():
     assert (tile["TM"], tile["TN"], tile["WM"], tile["WN"]) == (32, 32, 4, 4)
 
 
+def test_gathered_gemms_of_dense_channels_take_4x4_blocks_over_2x4():
+    """gather_rank puts the 32x64 tile (2x4 blocks, half the gathers a work-item) first where it
+    finds it and the 32x32 tile alike; with 16 or more gathered channels and rows that fill 32-row
+    tiles the 32x32 tile's 4x4 blocks come first (gemm.GATHER_DENSE_CHANNELS: IMPALA's residual 3x3
+    0.73x the time), not for a first layer's 3 channels nor for 24 rows."""
+    from clconv.tools.devices import H200
+    from clconv.tools.shapes import parse_descriptor
+
+    h200 = H200.stand_in()
+
+    def first(descriptor, pass_="forward"):
+        problem = Problem(parse_descriptor(descriptor).geometry, pass_, "float32")
+        tile = REGISTRY["implicit_gemm"].configs(problem, h200)[0]
+        return tile["TM"], tile["TN"], tile["WM"], tile["WN"]
+
+    assert first("mb64ic32ih16oc32oh16kh3ph1") == (32, 32, 4, 4)                   # IMPALA: 32 channels
+    assert first("mb64ic32ih16oc32oh16kh3ph1", "backward_data") == (32, 32, 4, 4)
+    assert first("mb4ic32iw24000oc32ow24000kw3pw1") == (32, 32, 4, 4)              # UniVNet's 1D k3
+    assert first("mb16ic3ih256oc32oh128kh3sh2ph1") == (32, 64, 2, 4)              # a 3-channel stem
+    assert first("mb8ic24ih56oc24oh56kh3ph1") == (32, 64, 2, 4)                   # 24 rows of 32
+
+
+def test_gemms_of_few_columns_in_a_wave_take_the_32x64_tile():
+    """A GEMM of at most 32 columns in at most a wave of 32-row tiles (a batch-1 classifier head):
+    the 32x64 tile's 256 work-items first (PP-LCNet's head 0.54x the 32x32 tile's time); many waves
+    of rows (an im2col data gradient of 25088 rows) and Winograd's GEMMs keep the order."""
+    from clconv.tools.devices import H200
+
+    h200 = limits.of(H200.stand_in())
+
+    def firsts(*args, **kwargs):
+        return [(t["TM"], t["TN"], t["WM"], t["WN"]) for t in gemm_tiles(*args, **kwargs)[:2]]
+
+    assert firsts(1280, 1, h200, 4) == [(32, 64, 2, 4), (32, 32, 4, 4)]
+    assert firsts(256, 16, h200, 4, groups=16) == [(32, 64, 2, 4), (32, 32, 4, 4)]
+    assert firsts(256, 16, h200, 4, groups=16, plain=True) == [(32, 32, 4, 4), (32, 64, 2, 4)]
+    assert firsts(25088, 8, h200, 4)[0] != (32, 64, 2, 4)
+
+
 def test_gpu_tiles_are_valid_templates():
     for tm, tn, _tk, wm, wn, vw, pipe, gv in GPU_TILES + CPU_TILES:
         assert tm % wm == 0 and tn % wn == 0 and wm % vw == 0 and wn % vw == 0

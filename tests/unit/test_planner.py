@@ -400,21 +400,22 @@ def test_cpu_5x5_winograd_minimums_by_lanes():
 
 
 def test_narrow_forwards_take_direct_blocks_before_strips_on_gpus():
-    """Fewer than 32 output channels over a contraction that is not a first layer's
-    (direct.narrow_blocks_first): each input value a block loads feeds 8-16 channels.  Stems of 16
-    output channels (a contraction of 27) keep the strips first."""
+    """8-31 output channels over a contraction of at most 160 (direct.narrow_blocks_first), first
+    layers' too: each input value a block loads feeds 8-16 channels.  A longer contraction, a 1x1
+    layer and the data gradient keep the other order."""
     from clconv.algorithms.direct import narrow_blocks_first
 
     h200 = H200.stand_in()
     direct = REGISTRY["direct"]
     for tag in ("n64g1c16o16i56x56k3x3s1x1p1x1d1x1",        # PeleeNet's: 0.63x the strips' time
                 "n4g1c8o8i16x64x64k1x3x3s1x1x1p0x1x1d1x1x1",  # SlowFast's: 0.61x
-                "n64g1c1o8i22x1125k1x64s1x1p0x32d1x1"):     # EEGNet's 1x64: 0.92x
+                "n64g1c1o8i22x1125k1x64s1x1p0x32d1x1",      # EEGNet's 1x64: 0.92x
+                "n64g1c3o16i64x64k3x3s1x1p1x1d1x1",         # IMPALA's first layer: 0.60x
+                "n32g1c3o24i224x224k3x3s2x2p1x1d1x1"):      # EfficientFormer's stem: 0.33x
         problem = _problem(tag)
         assert narrow_blocks_first(problem), tag
         assert "cob" in direct.configs(problem, h200)[0], tag
-    for tag in ("n32g1c3o16i224x224k3x3s2x2p1x1d1x1",       # MobileNetV3's stem: the strips
-                "n8g1c24o24i56x56k3x3s1x1p1x1d1x1",         # 216 > FORWARD_BLOCK_CONTRACTION
+    for tag in ("n8g1c24o24i56x56k3x3s1x1p1x1d1x1",         # 216 > FORWARD_BLOCK_CONTRACTION
                 "n8g1c16o16i56x56k1x1s1x1p0x0d1x1"):        # 1x1: a contraction of 16
         assert not narrow_blocks_first(_problem(tag)), tag
     assert not narrow_blocks_first(_problem("n64g1c16o16i56x56k3x3s1x1p1x1d1x1", "backward_data"))

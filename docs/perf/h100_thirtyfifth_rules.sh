@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# The thirty-fifth session's GPU runs (issue 12), from the repo root on the GPU machine, .gpu and .ab
+# carried (.ab/base: the session's first commit's clconv/):
+#   PART=lists bash docs/perf/h100_thirtyfifth_rules.sh
+#       the sixteenth list tuned and re-timed as `clconv tune` does (heuristic_retime.py fresh), then
+#       its stream of default calls against cuDNN (`clconv bench --check`), this tree
+#   PART=ab [ROUNDS=2] bash docs/perf/h100_thirtyfifth_rules.sh
+#       the layers the session's rules changed (h100-thirtyfifth-changed-layers.txt), `clconv bench
+#       --check` with this tree and .ab/base alternating; then a cached call's host time
+#       (host_chain.py) and the warm first call (warm_first_call_ab.py), both trees
+# Everything lands in $OUT.
+. docs/perf/gpu_ab.sh  # root, tree SIDE, merge_json GLOB FILE; the GPU's environment and name
+cd /tmp
+if [ "$PART" = lists ]; then
+    L=$root/docs/perf/h200-sixteenth-layers.txt
+    PYTHONPATH=$(tree work) CLCONV_CACHE_DIR=/tmp/cw timeout 330 python3 $root/docs/perf/heuristic_retime.py fresh $L \
+        $OUT/fresh-sixteenth.json --processes 8 > $OUT/fresh16.log 2>&1; echo "fresh exit $?"
+    PYTHONPATH=$(tree work) CLCONV_CACHE_DIR=/tmp/cw timeout 220 python3 -m clconv bench $L --check \
+        --json $OUT/stream-sixteenth.json > $OUT/stream-sixteenth.log 2>&1; echo "bench exit $?"
+    tail -2 $OUT/fresh16.log; tail -4 $OUT/stream-sixteenth.log
+fi
+if [ "$PART" = ab ]; then
+    L=$root/docs/perf/h100-thirtyfifth-changed-layers.txt
+    mkdir -p /tmp/s
+    for i in $(seq ${ROUNDS:-2}); do for side in work base; do
+        start=$SECONDS
+        PYTHONPATH=$(tree $side) CLCONV_CACHE_DIR=/tmp/cache-$side timeout 150 python3 -m clconv bench $L \
+            --check --quiet --json /tmp/s/changed-$side-$i.json > /tmp/s/changed-$side-$i.txt 2>&1
+        echo "changed $side $i: exit $? after $((SECONDS - start)) s: $(grep -iE 'geometric mean|stream of default' /tmp/s/changed-$side-$i.txt | cut -c1-110 | tr '\n' ' ')"
+        merge_json "/tmp/s/changed-*.json" "$OUT/changed-streams.json"
+    done; done
+    for side in work base work base; do
+        echo "host_chain $side: $(PYTHONPATH=$(tree $side) timeout 60 python3 $root/docs/perf/host_chain.py 2>&1 | tail -3 | tr '\n' ' ')"
+    done | tee $OUT/host-chain.txt
+    timeout 150 python3 $root/docs/perf/warm_first_call_ab.py $root/.ab/base $root 6 > $OUT/warm-first-call.txt 2>&1
+    echo "warm first call exit $?"; tail -4 $OUT/warm-first-call.txt
+fi

@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # The thirty-fifth session's GPU runs (issue 12), from the repo root on the GPU machine, .gpu and .ab
 # carried (.ab/base: the session's first commit's clconv/):
-#   PART=lists bash docs/perf/h100_thirtyfifth_rules.sh
-#       the sixteenth list tuned and re-timed as `clconv tune` does (heuristic_retime.py fresh), then
-#       its stream of default calls against cuDNN (`clconv bench --check`), this tree
+#   PART=lists [LIST=sixteenth] bash docs/perf/h100_thirtyfifth_rules.sh
+#       the list docs/perf/h200-$LIST-layers.txt tuned and re-timed as `clconv tune` does
+#       (heuristic_retime.py fresh), then its stream of default calls against cuDNN (`clconv bench
+#       --check`), this tree
+#   PART=final bash docs/perf/h100_thirtyfifth_rules.sh
+#       PART=lists with LIST=seventeenth, then the GPU set's stream of default calls against cuDNN
+#       and the warm first call (warm_first_call_ab.py), this tree against .ab/base
 #   PART=ab [ROUNDS=2] bash docs/perf/h100_thirtyfifth_rules.sh
 #       the layers the session's rules changed (h100-thirtyfifth-changed-layers.txt), `clconv bench
 #       --check` with this tree and .ab/base alternating; then a cached call's host time
@@ -11,13 +15,20 @@
 # Everything lands in $OUT.
 . docs/perf/gpu_ab.sh  # root, tree SIDE, merge_json GLOB FILE; the GPU's environment and name
 cd /tmp
-if [ "$PART" = lists ]; then
-    L=$root/docs/perf/h200-sixteenth-layers.txt
-    PYTHONPATH=$(tree work) CLCONV_CACHE_DIR=/tmp/cw timeout 330 python3 $root/docs/perf/heuristic_retime.py fresh $L \
-        $OUT/fresh-sixteenth.json --processes 8 > $OUT/fresh16.log 2>&1; echo "fresh exit $?"
-    PYTHONPATH=$(tree work) CLCONV_CACHE_DIR=/tmp/cw timeout 220 python3 -m clconv bench $L --check \
-        --json $OUT/stream-sixteenth.json > $OUT/stream-sixteenth.log 2>&1; echo "bench exit $?"
-    tail -2 $OUT/fresh16.log; tail -4 $OUT/stream-sixteenth.log
+if [ "$PART" = lists ] || [ "$PART" = final ]; then
+    LIST=${LIST:-sixteenth}; [ "$PART" = final ] && LIST=seventeenth
+    L=$root/docs/perf/h200-$LIST-layers.txt
+    PYTHONPATH=$(tree work) CLCONV_CACHE_DIR=/tmp/cw timeout 300 python3 $root/docs/perf/heuristic_retime.py fresh $L \
+        $OUT/fresh-$LIST.json --processes 8 > $OUT/fresh-$LIST.log 2>&1; echo "fresh exit $?"
+    PYTHONPATH=$(tree work) CLCONV_CACHE_DIR=/tmp/cw timeout 150 python3 -m clconv bench $L --check \
+        --json $OUT/stream-$LIST.json > $OUT/stream-$LIST.log 2>&1; echo "bench exit $?"
+    tail -2 $OUT/fresh-$LIST.log; tail -4 $OUT/stream-$LIST.log
+fi
+if [ "$PART" = final ]; then
+    PYTHONPATH=$(tree work) CLCONV_CACHE_DIR=/tmp/cw timeout 100 python3 -m clconv bench gpu --check \
+        --json $OUT/stream-gpu.json > $OUT/stream-gpu.log 2>&1; echo "gpu set bench exit $?"; tail -3 $OUT/stream-gpu.log
+    timeout 90 python3 $root/docs/perf/warm_first_call_ab.py $root/.ab/base $root 5 > $OUT/warm-first-call.txt 2>&1
+    echo "warm first call exit $?"; tail -3 $OUT/warm-first-call.txt
 fi
 if [ "$PART" = ab ]; then
     L=$root/docs/perf/h100-thirtyfifth-changed-layers.txt

@@ -19,7 +19,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
-from clconv.tools.first_call import _FIRST_CALL_SCRIPT, DEFAULT_LAYER  # noqa: E402
+from clconv.tools.first_call import _FIRST_CALL_SCRIPT, DEFAULT_LAYER, call_options  # noqa: E402
 from clconv.tools.shapes import resolve_layers  # noqa: E402
 
 
@@ -27,8 +27,8 @@ def main() -> None:
     base, work = sys.argv[1], sys.argv[2]
     rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 9
     g = resolve_layers(sys.argv[4] if len(sys.argv) > 4 else DEFAULT_LAYER)[0].geometry
-    script = _FIRST_CALL_SCRIPT % {"x": g.input_shape, "w": g.weight_shape, "stride": g.stride[1:],
-                                   "padding": g.pad_begin[1:]}
+    # the same script as `clconv bench --first-call` runs (its rank, stride, padding and dilation)
+    script = _FIRST_CALL_SCRIPT % {"x": g.input_shape, "w": g.weight_shape, **call_options(g)}
     times: dict[str, list[float]] = {"base": [], "work": []}
     with tempfile.TemporaryDirectory(prefix="clconv-warm-ab-") as cache:
         env = dict(os.environ, CLCONV_CACHE_DIR=cache)

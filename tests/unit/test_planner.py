@@ -527,10 +527,12 @@ def test_direct_strips_go_first_only_for_kernels_taller_than_a_row_or_of_one_tap
     ("n4g1c3o96i224x224k4x4s4x4p0x0d1x1", "implicit_gemm"),    # Swin's patches, 96 rows: im2col 1.15x
     ("n16g1c256o512i800k3s1p4d4", "implicit_gemm"),            # 512 rows: split, left to the implicit GEMM
     ("n8g1c1024o1024i28x28k1x1s1x1p0x0d1x1", "gemm1x1"),        # 1x1: the input read in place
+    ("n8g1c4o1152i32x32k2x2s2x2p0x0d1x1", "implicit_gemm"),    # DiT's patches, a contraction of 16: im2col 2.46x
 ])
 def test_gpu_heuristic_takes_wide_forwards_to_im2col(tag, wanted):
     """A forward gathers its unfolded input once per tile of rows in the implicit GEMM: from
-    planner.WIDE_FORWARD_ROWS output channels im2col's column buffer, decoded once, comes first."""
+    planner.WIDE_FORWARD_ROWS output channels im2col's column buffer, decoded once, comes first,
+    unless the contraction is one GEMM step (planner.WIDE_FORWARD_MIN_CONTRACTION)."""
     order = heuristic_order(_problem(tag), H200_LIKE)
     gemms = [name for name in order if name in ("im2col", "implicit_gemm", "gemm1x1")]
     assert gemms[0] == wanted, order

@@ -139,13 +139,14 @@ def heuristic_order(problem: Problem, device: cl.Device) -> list[str]:
         # 1.2-2.5x faster than split-K's on batches of 8-64, and F(4x4, 3x3) 1.1-1.6x faster again
         # where its GEMMs stay large (docs/performance.md)
         order.append("winograd")
-    if blocks and weight_blocks(problem)[0][0] >= BLOCK_COB:
+    if blocks and weight_blocks(problem)[0][0] >= BLOCK_COB and not _full_weight_gemm(problem):
         # a full tile's rows (32 a group): after Winograd, which won at batch 32 (7x7: 0.84x the
         # blocks' time), before the GEMMs (batch 8: 0.56x implicit_gemm's; batch 1: 1.07x); where
         # a block holds all BLOCK_COB output channels (kernels of up to 16 taps): a 3x3x3 kernel's
         # blocks of 4 ran 3D U-Net's 32 -> 32 at 64^3 in 2.07x split-K's time, 5x5 kernels' 1.6-2.2x
         # on two layers and 0.95x on a third (Winograd first on all three;
-        # docs/perf/h200-tune-closing-holdout.json, heuristic_check.py)
+        # docs/perf/h200-tune-closing-holdout.json, heuristic_check.py); not where split-K's
+        # tiles are full both ways over a long contraction (_full_weight_gemm)
         order.append("direct")
     depthwise = _depthwise(g)
     if problem.pass_ == "backward_weight" and not depthwise:
@@ -476,6 +477,25 @@ def _weight_blocks_first(problem: Problem) -> bool:
     """Whether a (not depthwise) weight gradient has at most WEIGHT_BLOCK_ROWS output channels per
     group and a channel block of direct's fits its registers (_weight_blocks_serve)."""
     return problem.geometry.cout_per_group <= WEIGHT_BLOCK_ROWS and _weight_blocks_serve(problem)
+
+
+def _full_weight_gemm(problem: Problem) -> bool:
+    """Whether a weight gradient's GEMM fills split-K's tiles both ways (WEIGHT_BLOCK_ROWS output
+    channels a group or more, as many input channels x taps) over a contraction (batch x output
+    pixels) longer than ONE_CHANNEL_BLOCKS_MAX_CONTRACTION, which its pieces then cut.  There
+    direct's blocks of a full tile's 32 output channels lost on every such stored layer-pass
+    (docs/perf/heuristic_check.py, H100 and H200): SqueezeNext's 1x3 32 -> 32 at 56x56, batch 32
+    (1.82x split-K's time) and UniVNet's 1D k3 32 -> 32 (1.75x), both from lists written before
+    they were measured (docs/perf/gpu35/fresh-{fifteenth,seventeenth}.json), LeViT's 3x3 stride-2
+    16 -> 32 (1.41x), CondenseNet's grouped 1x1 (1.37x), ENet's dilated 3x3 and 5x1 (1.30x,
+    1.23x), HRNet's 3x3 (1.23x), a chess policy 1x1 (1.09x), IMPALA's residual 3x3 (1.08x).  A
+    first layer's few columns (VGG's 3 x 9 taps: 0.73x) and a short contraction (DenseNet-121's
+    growth 3x3 at 14x14, batch 16, 3136: 0.78x; ResNeXt's 32 groups of 32 at 7x7, 392: 0.66x)
+    keep the blocks."""
+    g = problem.geometry
+    return (problem.pass_ == "backward_weight" and g.cout_per_group >= WEIGHT_BLOCK_ROWS
+            and g.cin_per_group * g.kernel_volume >= WEIGHT_BLOCK_ROWS
+            and g.batch * g.out_pixels > ONE_CHANNEL_BLOCKS_MAX_CONTRACTION)
 
 
 def _blocks_reuse(problem: Problem) -> bool:

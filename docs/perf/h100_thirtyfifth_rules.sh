@@ -5,6 +5,9 @@
 #       the list docs/perf/h200-$LIST-layers.txt tuned and re-timed as `clconv tune` does
 #       (heuristic_retime.py fresh), then its stream of default calls against cuDNN (`clconv bench
 #       --check`), this tree
+#   PART=wgrad [ROUNDS=2] bash docs/perf/h100_thirtyfifth_rules.sh
+#       the same A/B on the weight gradients planner._full_weight_gemm moved (h100-thirtyfifth-wgrad-layers.txt),
+#       .ab/base then holding the commit before it
 #   PART=final bash docs/perf/h100_thirtyfifth_rules.sh
 #       PART=lists with LIST=seventeenth, then the GPU set's stream of default calls against cuDNN
 #       and the warm first call (warm_first_call_ab.py), this tree against .ab/base
@@ -30,16 +33,17 @@ if [ "$PART" = final ]; then
     timeout 90 python3 $root/docs/perf/warm_first_call_ab.py $root/.ab/base $root 5 > $OUT/warm-first-call.txt 2>&1
     echo "warm first call exit $?"; tail -3 $OUT/warm-first-call.txt
 fi
-if [ "$PART" = ab ]; then
-    L=$root/docs/perf/h100-thirtyfifth-changed-layers.txt
+if [ "$PART" = ab ] || [ "$PART" = wgrad ]; then
+    L=$root/docs/perf/h100-thirtyfifth-changed-layers.txt; [ "$PART" = wgrad ] && L=$root/docs/perf/h100-thirtyfifth-wgrad-layers.txt
     mkdir -p /tmp/s
     for i in $(seq ${ROUNDS:-2}); do for side in work base; do
         start=$SECONDS
         PYTHONPATH=$(tree $side) CLCONV_CACHE_DIR=/tmp/cache-$side timeout 150 python3 -m clconv bench $L \
             --check --quiet --json /tmp/s/changed-$side-$i.json > /tmp/s/changed-$side-$i.txt 2>&1
         echo "changed $side $i: exit $? after $((SECONDS - start)) s: $(grep -iE 'geometric mean|stream of default' /tmp/s/changed-$side-$i.txt | cut -c1-110 | tr '\n' ' ')"
-        merge_json "/tmp/s/changed-*.json" "$OUT/changed-streams.json"
+        merge_json "/tmp/s/changed-*.json" "$OUT/$([ "$PART" = ab ] && echo changed || echo wgrad)-streams.json"
     done; done
+    [ "$PART" = wgrad ] && exit 0
     for side in work base work base; do
         echo "host_chain $side: $(PYTHONPATH=$(tree $side) timeout 60 python3 $root/docs/perf/host_chain.py 2>&1 | tail -3 | tr '\n' ' ')"
     done | tee $OUT/host-chain.txt

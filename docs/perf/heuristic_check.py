@@ -134,6 +134,12 @@ SETS = {  # name: (shape specs, batch override, tuning run)
     # 1.095x the tuning run's winner as found, 1.083x re-timed (worst 2.57x: DiT's 2x2 patch embedding
     # in im2col, a contraction of 16: planner._wide_forward's bound was then written from it)
     "sixteenth": ([str(HERE / "h200-sixteenth-layers.txt")], None, "h100-tune-sixteenth.json"),
+    # written on 2026-12-07 (thirty-fifth session) after all of that session's rules but the last,
+    # before it was measured; tuned on an H100 the same way (gpu35/fresh-seventeenth.json): 1.065x
+    # the tuning run's winner as found, 1.061x re-timed (worst 1.81x: SqueezeNext's 1x3 weight
+    # gradient in direct's blocks: planner._full_weight_gemm was then written from it and the
+    # fifteenth list's UniVNet)
+    "seventeenth": ([str(HERE / "h200-seventeenth-layers.txt")], None, "h100-tune-seventeenth.json"),
 }
 
 # Runs that re-timed every tile of some layer-passes after their kernel changed: their times replace

@@ -603,9 +603,12 @@ def test_rules_from_layers_of_networks_no_list_had():
     # a weight gradient's GEMM narrower than a tile: direct's blocks; 1x1 24 -> 144 at batch 1
     assert first("n1g1c24o144i56x56k1x1s1x1p0x0d1x1", "backward_weight")[0] == "direct"
     assert first("n1g1c64o144i56x56k1x1s1x1p0x0d1x1", "backward_weight")[0] == "splitk"
-    # 32 output channels: direct's blocks before the GEMMs only where a block holds 8 of them
+    # 32 output channels: direct's blocks before the GEMMs only where a block holds 8 of them, and
+    # not over a full GEMM of a long contraction (planner._full_weight_gemm: HRNet's 3x1, 49152
+    # products, ran the blocks in 1.23-1.30x split-K's time)
     assert first("n1g1c32o32i64x64x64k3x3x3s1x1x1p1x1x1d1x1x1", "backward_weight")[0] == "splitk"
-    assert first("n16g1c32o32i64x48k3x1s1x1p1x0d1x1", "backward_weight")[0] == "direct"
+    assert first("n16g1c32o32i64x48k3x1s1x1p1x0d1x1", "backward_weight")[0] == "splitk"
+    assert first("n1g1c32o32i64x48k3x1s1x1p1x0d1x1", "backward_weight")[0] == "direct"  # 3072 products
     # a short depthwise weight gradient (196 products): direct's one-channel blocks
     assert first("n1g240c240o240i28x28k5x5s2x2p2x2d1x1", "backward_weight") == \
         ("direct", {"wg": 128, "cob": 1, "cib": 1, "slices": 1})
@@ -692,3 +695,16 @@ def test_unfilled_pointwise_layers_are_counted_against_the_device():
     problem = _problem("n2g1c2048o256i25x34k1x1s1x1p0x0d1x1")
     assert not planner._unfilled_pointwise_to_splitk(problem, H200_LIKE)
     assert planner._unfilled_pointwise_to_splitk(problem, fake_device(gpu=True, compute_units=264))
+
+
+@pytest.mark.parametrize("tag, wanted", [
+    ("n32g1c32o32i56x56k1x3s1x1p0x1d1x1", "splitk"),          # SqueezeNext's 1x3: direct 1.82x split-K
+    ("n4g1c32o32i24000k3s1p1d1", "splitk"),                   # UniVNet's 1D k3: 1.75x
+    ("n16g1c128o32i14x14k3x3s1x1p1x1d1x1", "direct"),         # DenseNet's growth, 3136 products: 0.78x
+    ("n8g1c3o32i100x100k3x3s1x1p1x1d1x1", "direct"),          # a first layer, 27 columns: 0.73x
+])
+def test_full_weight_gemms_over_long_contractions_go_to_splitk(tag, wanted):
+    """Direct's weight-gradient blocks of a full tile's 32 output channels, but where split-K's
+    tiles are full both ways over a long contraction (planner._full_weight_gemm)."""
+    order = heuristic_order(_problem(tag, "backward_weight"), H200_LIKE)
+    assert order[0] == wanted, order

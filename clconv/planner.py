@@ -225,8 +225,8 @@ def _wide_forward(problem: Problem) -> bool:
     and FourCastNet (8x8, 20 -> 768), FastSpeech's 1D k9 384 -> 1536 and CREPE's 1D k512 stride-4
     1 -> 1024; at 512 it split (0.83-1.16x over eight), at 384 and fewer mostly lost.  Written from
     the seventh list (docs/perf/h200-seventh-layers.txt: SAM, FourCastNet, CREPE) and the earlier
-    runs.  Not for a contraction of one GEMM step or less (direct.FORWARD_BLOCK_SHORT input channels
-    x taps, and 16): the implicit GEMM gathers that one step per tile of rows, where im2col adds a
+    runs.  Not for a contraction of one GEMM step or less (WIDE_FORWARD_MIN_CONTRACTION input
+    channels x taps): the implicit GEMM gathers that one step per tile of rows, where im2col adds a
     launch and a buffer's round trip; DiT's 2x2 stride-2 patch embedding of 4 latent channels (a
     contraction of 16, 1152 output channels) ran im2col in 2.46x the implicit GEMM's time
     (docs/perf/gpu35/fresh-sixteenth.json, a list written before it was measured), as wav2vec 2.0's

@@ -23,6 +23,10 @@
 ## workspace.
 <%!
     from clconv.dtypes import STORAGE
+    # clc_im2col_rows' vectors along a stride-2 output row's run (the lanes of AVX2's float
+    # registers), for rows of at least ROW_VN_MIN_RUN outputs
+    ROW_VN = 8
+    ROW_VN_MIN_RUN = 4 * ROW_VN
 %>
 <%namespace name="prelude" file="prelude.mako"/>
 ${prelude.header(geom, real, index, data, epilogue, bias)}
@@ -93,9 +97,18 @@ __kernel void clc_im2col_rows(__global const clc_data* restrict x_base, const lo
     const int ow_end = max(ow_begin, shift > CLC_IW - 1 ? 0 : min(CLC_OW, (CLC_IW - 1 - shift) / CLC_SW + 1));
     for (int ow = 0; ow < ow_begin; ++ow)
         dst[ow] = (clc_real)0;
-    for (int ow = ow_begin; ow < ow_end; ++ow)
+    int ow = ow_begin;
+% if geom.stride[2] == 2 and geom.out_size[2] >= ROW_VN_MIN_RUN:
+    /* stride 2 over a long row: a vector of twice ROW_VN inputs, its even lanes; its last lane
+       (one past the run's last input) stays inside the row, for the loop stops a column early */
+    for (; ow + ${ROW_VN} < ow_end; ow += ${ROW_VN}) {
+        const ${real}${2 * ROW_VN} pair = ${prelude.vload(2 * ROW_VN, "src + 2 * ow + shift")};
+        vstore${ROW_VN}(pair.even, 0, dst + ow);
+    }
+% endif
+    for (; ow < ow_end; ++ow)
         dst[ow] = clc_ld(src, ow * CLC_SW + shift);
-    for (int ow = ow_end; ow < CLC_OW; ++ow)
+    for (ow = ow_end; ow < CLC_OW; ++ow)
         dst[ow] = (clc_real)0;
 % endif
 }

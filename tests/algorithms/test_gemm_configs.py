@@ -964,3 +964,26 @@ def test_strided_pointwise_data_gradient_scatters_into_every_pixel(queue, rng, c
     plan = gemm1x1.plan(problem, config, queue.device)
     assert "c_nchw_scatter" in {call.source.params.get("c_view") for call in plan.calls}
     run_prepared(queue, rng, problem, gemm1x1, config)
+
+
+# Forwards whose column buffer clc_im2col_rows writes with stride-2 vectors (rows of 32 outputs or
+# more: kernels/im2col_rows.mako's ROW_VN_MIN_RUN): padding before and after the run, a tail of
+# the run shorter than a vector, a stride-2 row of odd width whose last vector pair ends at the row's
+# last input, a 7x7 stem-like kernel and a dilated one.
+STRIDE2_ROW_CASES = ["n2g1c3o5i67x67k3x3s2x2p1x1d1x1",    # OW 34: one pad column each side
+                     "n1g1c2o4i80x81k7x7s2x2p3x3d1x1",    # OW 41, odd input width
+                     "n1g1c2o3i9x72k3x3s2x2p0x0d1x1",     # OW 35, no padding: the run is the row
+                     "n1g2c4o4i6x90k3x3s2x2p2x2d2x2"]     # dilation 2, grouped
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+@pytest.mark.parametrize("tag", STRIDE2_ROW_CASES)
+def test_cpu_column_rows_of_stride_two_in_vectors(queue, rng, tag, dtype):
+    problem = Problem(geometry(tag), "forward", dtype)
+    config = CPU["wm8-vn16"]
+    plan = REGISTRY["im2col"].plan(problem, config, queue.device)
+    writer = next(c for c in plan.calls if c.entry == "clc_im2col_rows")
+    assert problem.geometry.out_size[-1] >= 32 and problem.geometry.stride[-1] == 2
+    sources, index = templates.render_plan(plan)
+    assert ".even" in sources[index[plan.calls.index(writer)]].text  # the vector path is rendered
+    run_prepared(queue, rng, problem, REGISTRY["im2col"], config)

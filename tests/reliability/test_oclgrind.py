@@ -298,14 +298,17 @@ def child(which: str, every_config: bool) -> int:
         note(f"{algorithm} vector stores {pass_} {layout} {tag}")
         runs += 1
     # the CPU GEMM's column buffers (a CPU's first guess; Oclgrind's device, without vector lanes,
-    # is offered the local-memory tiles): clc_im2col_rows' padded edges around a strided run, and
+    # is offered the local-memory tiles): clc_im2col_rows' padded edges around a strided run, its
+    # stride-2 vectors over rows of 32+ outputs (each pair's last lane one past the run's last input:
+    # rows of 71 and 72 inputs end it at the row's last element and one before), and
     # clc_im2col_t_tiles (as with 16 lanes) turning a grouped 1x1 layer's input over in full and
     # partial tiles (20 channels a group, 25 pixels)
     from clconv.algorithms import im2col as im2col_module
     from clconv.algorithms.gemm import cpu_config
 
     im2col_module.pow2_at_most = lambda n: 16
-    for tag, pass_ in (("n1g1c3o4i9x8k3x3s2x2p1x2d1x1", "forward"), ("n2g2c40o8i5x5k1x1s1x1p0x0d1x1", "backward_weight")):
+    for tag, pass_ in (("n1g1c3o4i9x8k3x3s2x2p1x2d1x1", "forward"), ("n1g1c1o2i3x71k3x3s2x2p1x1d1x1", "forward"),
+                       ("n1g1c1o2i3x72k3x3s2x2p1x1d1x1", "forward"), ("n2g2c40o8i5x5k1x1s1x1p0x0d1x1", "backward_weight")):
         run_prepared(queue, rng, Problem(geometry(tag), pass_, "float32"), REGISTRY["im2col"], cpu_config(4, 4, 2))
         note(f"im2col cpu gemm {pass_} {tag}")
         runs += 1

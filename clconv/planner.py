@@ -25,7 +25,7 @@ import pyopencl as cl
 
 from . import interim, limits, settings, templates, tuning
 from .algorithms import REGISTRY, Algorithm, algorithms
-from .algorithms.gemm import is_dot_config
+from .algorithms.gemm import GPU_TILES, is_dot_config
 from .algorithms.reduce import bias_gradient_plan
 from .algorithms.direct import BLOCK_COB, FORWARD_FEW_OUTPUTS, few_outputs_first, forward_blocks_first, weight_blocks
 from .algorithms.winograd import Winograd
@@ -236,8 +236,9 @@ def _wide_forward(problem: Problem) -> bool:
             and g.cin_per_group * g.kernel_volume > WIDE_FORWARD_MIN_CONTRACTION)
 
 
-# A GPU tile's contraction step (gemm.GPU_TILES' TK): the shortest contraction _wide_forward takes to im2col
-WIDE_FORWARD_MIN_CONTRACTION = 16
+# A GPU tile's contraction step (gemm.GPU_TILES' TK, 16 in every tile): _wide_forward takes only
+# longer contractions to im2col
+WIDE_FORWARD_MIN_CONTRACTION = max(tile[2] for tile in GPU_TILES)
 
 
 NARROW_FORWARD_CONTRACTION = 2048

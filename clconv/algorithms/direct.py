@@ -256,9 +256,9 @@ def narrow_blocks_first(problem: Problem) -> bool:
     output channels than forward_blocks_first asks (FORWARD_BLOCK_OUTPUTS' lower bound) and at
     least FORWARD_FEW_OUTPUTS, over a contraction of at most FORWARD_BLOCK_CONTRACTION: each input
     value it loads feeds a block of those channels (not a 1x1 layer's, whose GEMM reads its input
-    in place).  On an H100 and an H200 (docs/perf/heuristic_check.py) the blocks ran SlowFast's 1x3x3 8 -> 8 (a contraction of 72) in
-    0.61x the strips' time, PeleeNet's 3x3 16 -> 16 (144) in 0.63x, a CIFAR ResNet's 16 -> 16 at
-    batch 128 in 0.75x and EEGNet's 1x64 1 -> 8 (64) in 0.92x; LeNet-5's 5x5 6 -> 16 at 14x14, whose
+    in place).  On an H100 and an H200 (docs/perf/heuristic_check.py) the blocks ran SlowFast's
+    1x3x3 8 -> 8 (a contraction of 72) in 0.61x the strips' time, PeleeNet's 3x3 16 -> 16 (144) in
+    0.63x, a CIFAR ResNet's 16 -> 16 at batch 128 in 0.75x and EEGNet's 1x64 1 -> 8 (64) in 0.92x; LeNet-5's 5x5 6 -> 16 at 14x14, whose
     block shrinks to 2 channels to fill the device, in 1.22x.  Until the thirty-fifth session
     first layers (a contraction under 64) kept the strips, on a claim of stems that lost to them
     which no stored run holds; the two measured since, IMPALA's 3x3 3 -> 16 at 64x64, batch 64

@@ -473,12 +473,9 @@ def gathered_operand(problem: Problem, shape: "GemmShape") -> str:
     the forward's and data gradient's contraction, the weight gradient's columns); "" for other
     GEMMs, and for a 1x1 kernel's (whose gather is a plain strided read: no taps, no padding)."""
     g = problem.geometry
-    if g.is_pointwise:
+    if g.is_pointwise or gathered_channels(problem, shape) * g.kernel_volume > SHORT_CONTRACTION:
         return ""
-    for side, view in (("b", shape.b_view), ("a", shape.a_view)):
-        if view in GATHER_VIEWS:
-            return side if gathered_channels(problem, shape) * g.kernel_volume <= SHORT_CONTRACTION else ""
-    return ""
+    return next((side for side, view in (("b", shape.b_view), ("a", shape.a_view)) if view in GATHER_VIEWS), "")
 
 
 # The least shortfall of work-groups (compute units over tiles) that gather_rank ranks a tile by

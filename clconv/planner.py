@@ -118,7 +118,7 @@ def heuristic_order(problem: Problem, device: cl.Device) -> list[str]:
     blocks = _weight_blocks_first(problem)
     if (blocks and g.cout_per_group < WEIGHT_BLOCK_ROWS and _blocks_reuse(problem)
             and not _winograd_before_blocks(problem, device)) or _short_weight_gradient(problem) \
-            or _narrow_weight_gradient(problem):
+            or _narrow_weight_gradient(problem) or _small_depthwise_weight_gradient(problem):
         # a weight gradient with fewer output channels (per group) than the smallest GEMM tile's
         # rows leaves most of split-K's and Winograd's tiles empty, where direct's blocks keep every
         # (output, input channel, tap) sum of a block in registers over a slice of batch x pixels.
@@ -442,6 +442,25 @@ def _short_weight_gradient(problem: Problem) -> bool:
     low, high = SHORT_WEIGHT_PRODUCTS
     return (low <= g.batch * g.out_pixels <= high and g.flops <= WEIGHT_GRADIENT_MIN_FLOPS
             and problem.pass_ == "backward_weight" and bool(weight_blocks(problem)))
+
+
+# Depthwise weight gradients of at most this many FLOPs take direct before the depthwise kernel
+# (_small_depthwise_weight_gradient): the geometric mean of the largest where direct won (22.9 MFLOP)
+# and the smallest where the depthwise kernel did (36.8 MFLOP) in the stored H200/H100 runs.
+SMALL_DEPTHWISE_WEIGHT_FLOPS = 29 << 20
+
+
+def _small_depthwise_weight_gradient(problem: Problem) -> bool:
+    """Whether a depthwise weight gradient has so little work (SMALL_DEPTHWISE_WEIGHT_FLOPS) that
+    the depthwise kernel's second launch (the fixed-order sum of its slices) costs more than direct's
+    rereads of the input, one work-group per weight element in one launch.  In the stored runs
+    (docs/perf/heuristic_check.py) direct ran every such layer faster: GhostNetV2's 1x5 at 14x14
+    (10.0 MFLOP) in 0.53x the depthwise kernel's time, GhostNet's cheap 3x3 (9.0) 0.78x, PP-LCNet's
+    5x5 stride 2 (12.8) 0.94x, QANet's 1D k7 (22.9) 0.86x, EfficientNet's batch-1 5x5 (2.4) 0.33x;
+    from 36.8 MFLOP on (Conv-TasNet's 1D k3, EfficientDet's 3x3 at 64x64, a 1D k31 at 63 MFLOP) the
+    depthwise kernel won by 1.3-1.8x."""
+    return (problem.pass_ == "backward_weight" and _depthwise(problem.geometry)
+            and problem.geometry.flops <= SMALL_DEPTHWISE_WEIGHT_FLOPS and bool(weight_blocks(problem)))
 
 
 def _narrow_weight_gradient(problem: Problem) -> bool:

@@ -97,14 +97,18 @@ def weight_blocks(problem: Problem) -> list[tuple[int, int]]:
 def block_work_group(problem: Problem, device, cob: int, cib: int) -> int:
     """Channels-first: 128 work-items where the blocks are fewer than BLOCK_WAVES work-groups per
     compute unit (slices then fill the device: fewer, longer ones), else 64 (14x14 and 7x7 ResNeXt
-    layers at 16 and 32 channels a group: 1024-2048 blocks, 0.61-0.88x the time at 128).
+    layers at 16 and 32 channels a group: 1024-2048 blocks, 0.61-0.88x the time at 128), but 128
+    for depthwise layers whatever their blocks: on all six stored ones of 640-4096 one-channel
+    blocks 64 ran 1.00-1.49x 128's time (Citrinet's 1D k41 1.49x, ConvBERT's 1D k9 1.42x, StripedHyena's
+    batch-1 k3 1.09x, Xception's 3x3 1.06x; docs/perf/heuristic_check.py).
     Channels-last: 256, BLOCK_LANES blocks side by side over 8 pixel lanes (on an H200 within 1.1x
     of the best block configuration timed on 8 of 15 layers, at most 1.75x: a batch-1 layer)."""
     if problem.layout != CHANNELS_FIRST:
         return 256
     g = problem.geometry
     blocks = g.groups * (g.cout_per_group // cob) * (g.cin_per_group // cib)
-    return 128 if blocks < BLOCK_WAVES * limits.of(device).compute_units else 64
+    depthwise = g.cin_per_group == 1 and g.groups > 1
+    return 128 if depthwise or blocks < BLOCK_WAVES * limits.of(device).compute_units else 64
 
 
 def block_lanes(problem: Problem, cob: int, cib: int, wg: int) -> int:
@@ -144,6 +148,20 @@ def block_config(problem: Problem, device, cob: int, cib: int, wg: int, lanes: i
     if lanes > 1:
         config["lanes"] = lanes
     return config
+
+
+def _blocks_under_a_wave(problem: Problem, device, config: dict) -> bool:
+    """Whether a depthwise weight gradient's blocks ``config`` launch fewer work-groups than the
+    device has compute units, where a work-group per weight element launches as many or more.  Its
+    one-channel blocks get a work-group a channel and slice, and a short batch x pixels leaves one
+    slice (BLOCK_MIN_TERMS): PP-LCNet's 5x5 stride-2 at 40 channels (6400 products) ran its 40
+    work-groups in 1.91x the per-element kernel's time on an H100 (1000 work-groups), GhostNet's 3x3 at
+    80 in 1.10x; at 160 and 240 channels the blocks won (GhostNetV2's 1x5, 0.75x; EfficientNet's
+    batch-1 5x5, 0.48x; docs/perf/heuristic_check.py).  Not measured on other layers: depthwise only."""
+    g = problem.geometry
+    units = limits.of(device).compute_units
+    groups = -(-g.groups * (g.cout_per_group // config["cob"]) // config.get("lanes", 1)) * config["slices"]
+    return g.cin_per_group == 1 and g.groups > 1 and groups < units <= g.weight_elements
 
 
 def block_configs(problem: Problem, device) -> list[dict]:
@@ -314,7 +332,10 @@ class Direct(Algorithm):
             if not fit.gpu:
                 return per_element
             # on GPUs the blocks first, then a work-group per weight element
-            return block_configs(problem, device) + per_element
+            blocks = block_configs(problem, device)
+            if blocks and _blocks_under_a_wave(problem, device, blocks[0]):
+                return per_element + blocks
+            return blocks + per_element
         # best guess first: 256 won every direct layer-pass measured on an H200 (docs/performance.md);
         # a device granting fewer work-items (32 on llvmpipe) gets the largest power of two it allows
         out = [{"wg": wg} for wg in fit.widest(*((256, 64) if fit.gpu else (64, 256)))]

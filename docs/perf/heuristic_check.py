@@ -140,6 +140,11 @@ SETS = {  # name: (shape specs, batch override, tuning run)
     # gradient in direct's blocks: planner._full_weight_gemm was then written from it and the
     # fifteenth list's UniVNet)
     "seventeenth": ([str(HERE / "h200-seventeenth-layers.txt")], None, "h100-tune-seventeenth.json"),
+    # written on 2026-12-07 (thirty-sixth session) at its start, before any of its changes and before
+    # it was measured; tuned on an H100 the same way (gpu36/fresh-eighteenth.json): 1.037x the tuning
+    # run's winner as found, 1.034x re-timed (worst 1.48x: Citrinet's 1D k41 depthwise weight
+    # gradient in direct's one-channel blocks of 64 work-items, 128 the best)
+    "eighteenth": ([str(HERE / "h200-eighteenth-layers.txt")], None, "h100-tune-eighteenth.json"),
 }
 
 # Runs that re-timed every tile of some layer-passes after their kernel changed: their times replace

@@ -239,6 +239,45 @@ def test_gpu_heuristic_runs_short_small_weight_gradients_directly(tag, wanted):
 
 
 @pytest.mark.parametrize("tag, wanted", [
+    ("n32g160c160o160i14x14k1x5s1x1p0x2d1x1", "direct"),     # GhostNetV2's 1x5, 10 MFLOP: 0.53x the depthwise kernel's
+    ("n32g128c128o128i400k7s1p3d1", "direct"),              # QANet's 1D k7, 23 MFLOP: 0.86x
+    ("n4g512c512o512i3000k3s1p1d1", "depthwise"),            # Conv-TasNet's 1D k3, 37 MFLOP: 0.76x direct's
+    ("n16g256c256o256i250k31s1p15d1", "depthwise"),          # a 1D k31 at 63 MFLOP: 0.56x
+])
+def test_gpu_heuristic_runs_small_depthwise_weight_gradients_directly(tag, wanted):
+    """planner._small_depthwise_weight_gradient: under SMALL_DEPTHWISE_WEIGHT_FLOPS the depthwise
+    kernel's second launch costs more than direct's rereads."""
+    order = heuristic_order(_problem(tag, "backward_weight"), H200_LIKE)
+    assert [name for name in order if name in ("direct", "depthwise")][0] == wanted, order
+
+
+@pytest.mark.parametrize("tag, per_element_first", [
+    ("n16g40c40o40i40x40k5x5s2x2p2x2d1x1", True),       # PP-LCNet: 40 work-groups of blocks, 1.91x
+    ("n32g80c80o80i14x14k3x3s1x1p1x1d1x1", True),       # GhostNet's cheap 3x3: 80, 1.10x
+    ("n32g160c160o160i14x14k1x5s1x1p0x2d1x1", False),   # 160 channels: the blocks, 0.75x
+    ("n1g240c240o240i28x28k5x5s2x2p2x2d1x1", False),    # 240 channels: the blocks, 0.48x
+    ("n8g1c32o32i64x64k3x3s1x1p1x1d1x1", False),        # not depthwise: the blocks first as before
+])
+def test_direct_takes_a_work_group_per_weight_where_depthwise_blocks_leave_units_idle(tag, per_element_first):
+    """direct._blocks_under_a_wave: a depthwise weight gradient whose one-channel blocks launch
+    fewer work-groups than the device's compute units takes a work-group per weight element first."""
+    configs = REGISTRY["direct"].configs(_problem(tag, "backward_weight"), H200_LIKE)
+    assert ("cob" not in configs[0]) is per_element_first, configs
+
+
+@pytest.mark.parametrize("tag, wanted", [
+    ("n16g640c640o640i200k41s1p20d1", 128),                    # Citrinet's 1D k41, 640 blocks: 64 ran 1.49x
+    ("n32g768c768o768i512k9s1p4d1", 128),                      # ConvBERT's 1D k9, 768 blocks: 1.42x
+    ("n32g32c1024o1024i14x14k3x3s1x1p1x1d1x1", 64),            # ResNeXt's 32 channels a group, 1024 blocks: 0.85x
+])
+def test_direct_weight_blocks_of_depthwise_layers_take_128_work_items(tag, wanted):
+    """direct.block_work_group: 64 work-items from BLOCK_WAVES blocks a compute unit, but not for
+    depthwise layers' one-channel blocks."""
+    configs = REGISTRY["direct"].configs(_problem(tag, "backward_weight"), H200_LIKE)
+    assert configs[0]["wg"] == wanted and "cob" in configs[0], configs
+
+
+@pytest.mark.parametrize("tag, wanted", [
     ("n1g1c16o16i64x64x64k5x5x5s1x1x1p2x2x2d1x1x1", "splitk"),  # V-Net: blocks of one channel, 2.70x split-K
     ("n4g1c13o29i31x31k5x5s1x1p2x2d1x1", "direct"),           # one channel too, but 72 MFLOP: 0.84x
     ("n4g1c128o19i64x128k1x1s1x1p0x0d1x1", "splitk"),         # Fast-SCNN: 159 MFLOP over 32768 pixels, 2.07x

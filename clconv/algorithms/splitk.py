@@ -50,7 +50,7 @@ from .reduce import result_elements, splitk_result, splitk_sum
 #    and columns.
 SPLITK_COST_WEIGHTS = {
     "backward_weight": {"waste": 0.82, "loads": 0.91},
-    "result": {"waste": 0.45, "loads": 0.17},  # the forward's and the data gradient's pieces
+    "result": {"waste": 0.46, "loads": 0.17},  # the forward's and the data gradient's pieces
     "shared": {"idle": 0.41, "tail": 0.48, "group": -0.18, "taps_rows": -0.06, "taps_columns": 0.07},
 }
 

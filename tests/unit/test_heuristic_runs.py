@@ -32,9 +32,9 @@ def judged():
 
 
 def test_every_stored_layer_pass_is_judged(judged):
-    # 1627 stored, less the unseen list's batch-1 1x1 2048 -> 512 forward: split-K, its first
+    # 1729 stored, less the unseen list's batch-1 1x1 2048 -> 512 forward: split-K, its first
     # candidate since 1x1 forwards may go to it, was not a candidate when that list was tuned
-    assert sum(len(rows) for rows in judged.values()) == 1626
+    assert sum(len(rows) for rows in judged.values()) == 1728
 
 
 # the small 1x1 list (1.15x): gemm1x1's forwards over 256-512 channels at 1.24-1.39x the implicit
@@ -152,7 +152,12 @@ def test_the_first_candidate_stays_near_the_best(judged):
     (1.044x).  A seventeenth list written after that, before it was measured (H100): 1.065x as found
     (worst 1.81x, SqueezeNext's 1x3 weight gradient in direct's blocks), 1.061x re-timed; with
     full weight-gradient GEMMs over long contractions left to split-K (planner._full_weight_gemm):
-    1.055x there, 1.054x over 1626 (1.043x).
+    1.055x there, 1.054x over 1626 (1.043x).  An eighteenth list written before it was measured
+    (thirty-sixth session, H100): 1.037x as found (worst 1.48x, Citrinet's 1D k41 depthwise weight
+    gradient in direct's blocks of 64 work-items), 1.034x re-timed; with small depthwise weight
+    gradients to direct (planner._small_depthwise_weight_gradient) and direct's depthwise weight
+    blocks in 128 work-items, or a work-group per weight element under a wave
+    (direct.block_work_group, direct._blocks_under_a_wave): 1.037x there, 1.052x over 1728 (1.042x).
     The strided 1x1 list (9 data gradients) stays at 1.21x: im2col's first GEMM tile there runs
     1.2-1.5x its best on three layers, a known miss its bound records."""
     everything = [r["ratio"] for rows in judged.values() for r in rows]

@@ -105,12 +105,14 @@ def heuristic_order(problem: Problem, device: cl.Device) -> list[str]:
     if not is_gpu(device):
         return _cpu_heuristic_order(problem, device)
     order = []
-    if forward_blocks_first(problem) or few_outputs_first(problem, device) or _narrow_forward(problem, device):
+    if (forward_blocks_first(problem) or few_outputs_first(problem, device) or _narrow_forward(problem, device)
+            or _narrow_data_gradient(problem)):
         # a short contraction over a few tens of output channels (a network's first layer): direct's
         # blocks of output channels x rows (direct.forward_blocks_first); a handful of output
         # channels (an output layer), which leave a GEMM tile's rows empty: its strips
         # (direct.few_outputs_first), and fewer than a tile's rows where Winograd does not serve
-        # (_narrow_forward); all ahead of split-K
+        # (_narrow_forward); all ahead of split-K.  The data gradient of a layer of a few channels
+        # both ways: its gather (_narrow_data_gradient)
         order.append("direct")
     if (_small_forward_to_splitk(problem) or _unfilled_pointwise_to_splitk(problem, device)
             or (_unfilled_forward_to_splitk(problem, device) and not _winograd_pays(problem, device))):
@@ -261,6 +263,22 @@ def _narrow_forward(problem: Problem, device: cl.Device) -> bool:
     g = problem.geometry
     return (not g.is_pointwise and not _depthwise(g) and g.cin_per_group * g.kernel_volume <= NARROW_FORWARD_CONTRACTION
             and few_outputs_first(problem, device, outputs=WEIGHT_BLOCK_ROWS - 1) and not _winograd_pays(problem, device))
+
+
+def _narrow_data_gradient(problem: Problem) -> bool:
+    """Whether a (not depthwise) data gradient has fewer output channels a group than one step of
+    the GPU tiles' contraction (WIDE_FORWARD_MIN_CONTRACTION) and at most FEW_ROWS input channels:
+    im2col's column GEMM contracts over those output channels, most of every step padding, before
+    col2im's pass; the implicit GEMM's rows are the input channels, most of every tile's empty; where
+    direct's gather sums output channels x taps products per input element in one launch.  In the
+    stored runs (docs/perf/heuristic_check.py) direct was the best candidate on all four such
+    ungrouped layers, in 0.54-0.80x im2col's time: HybridSN's 7x3x3 1 -> 8 (0.62x), SlowFast's
+    fast-path 1x3x3 8 -> 8 (0.54x; Winograd 1.15x direct's), MTCNN's 3x3 3 -> 10 on a VGA frame
+    (0.73x) and EEGNet's 1x64 1 -> 8 (0.79x); grouped layers of 4-8 channels a group took direct
+    already (the few-rows rule below)."""
+    g = problem.geometry
+    return (problem.pass_ == "backward_data" and not _depthwise(g) and g.cout_per_group < WIDE_FORWARD_MIN_CONTRACTION
+            and g.cin_per_group <= FEW_ROWS)
 
 
 def _small_forward_to_splitk(problem: Problem) -> bool:
@@ -444,23 +462,28 @@ def _short_weight_gradient(problem: Problem) -> bool:
             and problem.pass_ == "backward_weight" and bool(weight_blocks(problem)))
 
 
-# Depthwise weight gradients of at most this many FLOPs take direct before the depthwise kernel
-# (_small_depthwise_weight_gradient): the geometric mean of the largest where direct won (22.9 MFLOP)
-# and the smallest where the depthwise kernel did (36.8 MFLOP) in the stored H200/H100 runs.
-SMALL_DEPTHWISE_WEIGHT_FLOPS = 29 << 20
+# Depthwise weight gradients of at most this many products per weight (batch x output pixels) and
+# taps take direct before the depthwise kernel (_small_depthwise_weight_gradient).
+SMALL_DEPTHWISE_PRODUCTS = 6400
+SMALL_DEPTHWISE_TAPS = 25
 
 
 def _small_depthwise_weight_gradient(problem: Problem) -> bool:
-    """Whether a depthwise weight gradient has so little work (SMALL_DEPTHWISE_WEIGHT_FLOPS) that
-    the depthwise kernel's second launch (the fixed-order sum of its slices) costs more than direct's
-    rereads of the input, one work-group per weight element in one launch.  In the stored runs
-    (docs/perf/heuristic_check.py) direct ran every such layer faster: GhostNetV2's 1x5 at 14x14
-    (10.0 MFLOP) in 0.53x the depthwise kernel's time, GhostNet's cheap 3x3 (9.0) 0.78x, PP-LCNet's
-    5x5 stride 2 (12.8) 0.94x, QANet's 1D k7 (22.9) 0.86x, EfficientNet's batch-1 5x5 (2.4) 0.33x;
-    from 36.8 MFLOP on (Conv-TasNet's 1D k3, EfficientDet's 3x3 at 64x64, a 1D k31 at 63 MFLOP) the
-    depthwise kernel won by 1.3-1.8x."""
-    return (problem.pass_ == "backward_weight" and _depthwise(problem.geometry)
-            and problem.geometry.flops <= SMALL_DEPTHWISE_WEIGHT_FLOPS and bool(weight_blocks(problem)))
+    """Whether a depthwise weight gradient sums so few products per weight (SMALL_DEPTHWISE_PRODUCTS)
+    over at most SMALL_DEPTHWISE_TAPS taps that the depthwise kernel's slices are too short to pay for
+    its second launch (the fixed-order sum of its slices), where direct runs in one.  Over the 51
+    stored depthwise weight gradients timed with both (docs/perf/heuristic_check.py; H200 and H100)
+    direct ran 9 of the 10 such in 0.33-0.99x the depthwise kernel's time (GhostNetV2's 1x5 0.53x,
+    FastDepth's 5x5 at 7x7 0.50x, GhostNet's cheap 3x3 0.78x, StripedHyena's batch-1 1D k3 0.88x,
+    MobileNetV4's stride-2 5x5 0.93x) and one in 1.02x (EfficientNet's stride-2 5x5 at 14x14, its
+    first configuration 1.12x); from 8000 products the depthwise kernel won most (ContextNet's
+    1D k5 0.82x, Conv-TasNet's 1D k3 0.76x), and with more taps at 4000 (1D k31: 0.56-0.66x),
+    which the tap bound keeps.  A first form of the rule, at most 29 MFLOP, ran the nineteenth
+    list's MicroNet 1x3 (50176 products, 29 MFLOP) in 1.32x the depthwise kernel's time: FLOPs do
+    not tell the slices' length."""
+    g = problem.geometry
+    return (problem.pass_ == "backward_weight" and _depthwise(g) and g.batch * g.out_pixels <= SMALL_DEPTHWISE_PRODUCTS
+            and g.kernel_volume <= SMALL_DEPTHWISE_TAPS and bool(weight_blocks(problem)))
 
 
 def _narrow_weight_gradient(problem: Problem) -> bool:

@@ -145,6 +145,11 @@ SETS = {  # name: (shape specs, batch override, tuning run)
     # run's winner as found, 1.034x re-timed (worst 1.48x: Citrinet's 1D k41 depthwise weight
     # gradient in direct's one-channel blocks of 64 work-items, 128 the best)
     "eighteenth": ([str(HERE / "h200-eighteenth-layers.txt")], None, "h100-tune-eighteenth.json"),
+    # written on 2026-12-07 (thirty-sixth session) after that session's rules from the eighteenth,
+    # before it was measured, to judge them; tuned on an H100 the same way (gpu36/fresh-unseen19.json):
+    # 1.071x the tuning run's winner as found, 1.065x re-timed (worst 1.82x: HybridSN's 7x3x3
+    # one-channel data gradient in im2col, direct 0.55x its time)
+    "unseen19": ([str(HERE / "h200-unseen19-layers.txt")], None, "h100-tune-unseen19.json"),
 }
 
 # Runs that re-timed every tile of some layer-passes after their kernel changed: their times replace

@@ -239,14 +239,28 @@ def test_gpu_heuristic_runs_short_small_weight_gradients_directly(tag, wanted):
 
 
 @pytest.mark.parametrize("tag, wanted", [
-    ("n32g160c160o160i14x14k1x5s1x1p0x2d1x1", "direct"),     # GhostNetV2's 1x5, 10 MFLOP: 0.53x the depthwise kernel's
-    ("n32g128c128o128i400k7s1p3d1", "direct"),              # QANet's 1D k7, 23 MFLOP: 0.86x
-    ("n4g512c512o512i3000k3s1p1d1", "depthwise"),            # Conv-TasNet's 1D k3, 37 MFLOP: 0.76x direct's
-    ("n16g256c256o256i250k31s1p15d1", "depthwise"),          # a 1D k31 at 63 MFLOP: 0.56x
+    ("n64g1c1o8i30x25x25k7x3x3s1x1x1p0x0x0d1x1x1", True),    # HybridSN's 7x3x3 1 -> 8: im2col 1.63x direct's time
+    ("n1g1c3o10i480x640k3x3s1x1p0x0d1x1", True),              # MTCNN's 3 -> 10: 1.37x
+    ("n4g1c8o8i32x56x56k1x3x3s1x1x1p0x1x1d1x1x1", True),      # SlowFast's 8 -> 8: 1.84x
+    ("n64g1c3o16i64x64k3x3s1x1p1x1d1x1", False),              # 16 output channels, a tile's step: im2col 0.96x
+    ("n8g1c64o12i128x128k3x3s1x1p1x1d1x1", False),            # 64 input channels: Winograd, 0.34x direct's
+])
+def test_gpu_heuristic_gathers_data_gradients_of_few_channels_directly(tag, wanted):
+    """planner._narrow_data_gradient: fewer output channels than a step of the tiles' contraction and
+    at most FEW_ROWS input channels: direct's gather first."""
+    assert (heuristic_order(_problem(tag, "backward_data"), H200_LIKE)[0] == "direct") is wanted
+
+
+@pytest.mark.parametrize("tag, wanted", [
+    ("n32g160c160o160i14x14k1x5s1x1p0x2d1x1", "direct"),     # GhostNetV2's 1x5, 6272 products: 0.53x the depthwise kernel's
+    ("n8g1024c1024o1024i7x7k5x5s1x1p2x2d1x1", "direct"),     # FastDepth's 5x5 at 7x7, 392 products: 0.50x
+    ("n64g96c96o96i28x28k1x3s1x1p0x1d1x1", "depthwise"),     # MicroNet's 1x3, 50176 products (29 MFLOP): 0.76x direct's
+    ("n4g512c512o512i3000k3s1p1d1", "depthwise"),            # Conv-TasNet's 1D k3, 12000 products: 0.76x
+    ("n16g256c256o256i250k31s1p15d1", "depthwise"),          # a 1D k31 over 4000 products: 0.56x
 ])
 def test_gpu_heuristic_runs_small_depthwise_weight_gradients_directly(tag, wanted):
-    """planner._small_depthwise_weight_gradient: under SMALL_DEPTHWISE_WEIGHT_FLOPS the depthwise
-    kernel's second launch costs more than direct's rereads."""
+    """planner._small_depthwise_weight_gradient: at most SMALL_DEPTHWISE_PRODUCTS per weight over at
+    most SMALL_DEPTHWISE_TAPS taps, the depthwise kernel's slices are too short to pay for its second launch."""
     order = heuristic_order(_problem(tag, "backward_weight"), H200_LIKE)
     assert [name for name in order if name in ("direct", "depthwise")][0] == wanted, order
 
@@ -310,12 +324,13 @@ def test_gpu_heuristic_takes_strided_1x1_data_gradients_to_column_buffers(tag):
 @pytest.mark.parametrize("pass_", ["forward", "backward_data"])
 def test_gpu_heuristic_runs_few_channels_per_group_directly(pass_):
     """8 channels a group leave a GEMM tile's rows mostly empty: `direct` (0.38x and 0.51x the GEMMs'
-    time for ResNeXt-50's 3x3 at 28x28); a dense layer with as few rows keeps its GEMM order, but
-    for its forward, which direct's strips serve first for its 8 output channels
-    (direct.few_outputs_first: an output layer's rule)."""
+    time for ResNeXt-50's 3x3 at 28x28); a dense layer of as few channels too: its forward through
+    direct's strips for its 8 output channels (direct.few_outputs_first: an output layer's rule), its
+    data gradient through direct's gather (planner._narrow_data_gradient: SlowFast's 1x3x3 8 -> 8,
+    0.54x im2col's time); with 32 channels each way the GEMMs."""
     assert heuristic_order(_problem("n32g32c256o256i28x28k3x3s1x1p1x1d1x1", pass_), H200_LIKE)[0] == "direct"
-    dense = heuristic_order(_problem("n32g1c8o8i28x28k3x3s1x1p1x1d1x1", pass_), H200_LIKE)[0]
-    assert (dense == "direct") is (pass_ == "forward")
+    assert heuristic_order(_problem("n32g1c8o8i28x28k3x3s1x1p1x1d1x1", pass_), H200_LIKE)[0] == "direct"
+    assert heuristic_order(_problem("n32g1c32o32i28x28k3x3s1x1p1x1d1x1", pass_), H200_LIKE)[0] != "direct"
 
 
 @pytest.mark.parametrize("pass_, wanted", [

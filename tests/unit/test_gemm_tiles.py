@@ -171,6 +171,29 @@ def test_gathered_gemms_of_dense_channels_take_4x4_blocks_over_2x4():
     assert first("mb8ic24ih56oc24oh56kh3ph1") == (32, 64, 2, 4)                   # 24 rows of 32
 
 
+def test_long_implicit_gemms_of_dense_channels_take_4x4_blocks_over_2x4():
+    """An implicit GEMM whose gather is too long for gather_rank (32 channels x 27 taps) keeps the
+    table's order, 32x64 before 32x32 at equal waste; over a forward's or data gradient's long
+    contraction the 4x4 blocks come first (GwcNet's 3x3x3 32 -> 32: 0.88x the time), not for a
+    weight gradient (its A is dy: a batch-1 5x5 128 -> 128 at 7x7 ran 32x64 in 0.91x) nor for 24 rows."""
+    from clconv.tools.devices import H200
+    from clconv.tools.shapes import parse_descriptor
+
+    h200 = H200.stand_in()
+
+    def first(descriptor, pass_="forward"):
+        problem = Problem(parse_descriptor(descriptor).geometry, pass_, "float32")
+        tile = REGISTRY["implicit_gemm"].configs(problem, h200)[0]
+        return tile["TM"], tile["TN"], tile["WM"], tile["WN"]
+
+    gwcnet = "mb1ic32id48ih64iw128oc32od48oh64ow128kd3kh3kw3pd1ph1pw1"
+    assert first(gwcnet) == (32, 32, 4, 4)
+    assert first(gwcnet, "backward_data") == (32, 32, 4, 4)
+    assert first("mb16ic32iw1000oc32ow1000kw39pw19") == (32, 32, 4, 4)            # InceptionTime's 1D k39
+    assert first("mb1ic128ih7oc128oh7kh5ph2", "backward_weight") == (32, 64, 2, 4)
+    assert first("mb8ic24id16ih56iw56oc24od16oh56ow56kd3kh3kw3pd1ph1pw1") == (32, 64, 2, 4)  # 24 rows
+
+
 def test_gemms_of_few_columns_in_a_wave_take_the_32x64_tile():
     """A GEMM of at most 32 columns in at most a wave of 32-row tiles (a batch-1 classifier head):
     the 32x64 tile's 256 work-items first (PP-LCNet's head 0.54x the 32x32 tile's time); many waves

@@ -16,16 +16,11 @@
 #       --check` with this tree and .ab/base alternating; then a cached call's host time
 #       (host_chain.py) and the warm first call (warm_first_call_ab.py), both trees
 # Everything lands in $OUT.
-. docs/perf/gpu_ab.sh  # root, tree SIDE, merge_json GLOB FILE; the GPU's environment and name
+. docs/perf/gpu_ab.sh  # root, tree SIDE, merge_json, list_runs, ab_rounds; the GPU's environment and name
 cd /tmp
 if [ "$PART" = lists ] || [ "$PART" = final ]; then
     LIST=${LIST:-sixteenth}; [ "$PART" = final ] && LIST=seventeenth
-    L=$root/docs/perf/h200-$LIST-layers.txt
-    PYTHONPATH=$(tree work) CLCONV_CACHE_DIR=/tmp/cw timeout 300 python3 $root/docs/perf/heuristic_retime.py fresh $L \
-        $OUT/fresh-$LIST.json --processes 8 > $OUT/fresh-$LIST.log 2>&1; echo "fresh exit $?"
-    PYTHONPATH=$(tree work) CLCONV_CACHE_DIR=/tmp/cw timeout 150 python3 -m clconv bench $L --check \
-        --json $OUT/stream-$LIST.json > $OUT/stream-$LIST.log 2>&1; echo "bench exit $?"
-    tail -2 $OUT/fresh-$LIST.log; tail -4 $OUT/stream-$LIST.log
+    list_runs $LIST
 fi
 if [ "$PART" = final ]; then
     PYTHONPATH=$(tree work) CLCONV_CACHE_DIR=/tmp/cw timeout 100 python3 -m clconv bench gpu --check \
@@ -35,14 +30,7 @@ if [ "$PART" = final ]; then
 fi
 if [ "$PART" = ab ] || [ "$PART" = wgrad ]; then
     L=$root/docs/perf/h100-thirtyfifth-changed-layers.txt; [ "$PART" = wgrad ] && L=$root/docs/perf/h100-thirtyfifth-wgrad-layers.txt
-    mkdir -p /tmp/s
-    for i in $(seq ${ROUNDS:-2}); do for side in work base; do
-        start=$SECONDS
-        PYTHONPATH=$(tree $side) CLCONV_CACHE_DIR=/tmp/cache-$side timeout 150 python3 -m clconv bench $L \
-            --check --quiet --json /tmp/s/changed-$side-$i.json > /tmp/s/changed-$side-$i.txt 2>&1
-        echo "changed $side $i: exit $? after $((SECONDS - start)) s: $(grep -iE 'geometric mean|stream of default' /tmp/s/changed-$side-$i.txt | cut -c1-110 | tr '\n' ' ')"
-        merge_json "/tmp/s/changed-*.json" "$OUT/$([ "$PART" = ab ] && echo changed || echo wgrad)-streams.json"
-    done; done
+    ab_rounds $L "$OUT/$([ "$PART" = ab ] && echo changed || echo wgrad)-streams.json"
     [ "$PART" = wgrad ] && exit 0
     for side in work base work base; do
         echo "host_chain $side: $(PYTHONPATH=$(tree $side) timeout 60 python3 $root/docs/perf/host_chain.py 2>&1 | tail -3 | tr '\n' ' ')"

@@ -11,28 +11,15 @@
 #   PART=final: ab with LAYERS=docs/perf/h100-thirtysixth-final-layers.txt, then the GPU set's stream
 #       of default calls against cuDNN, this tree
 # Everything lands in $OUT.
-. docs/perf/gpu_ab.sh  # root, tree SIDE, merge_json GLOB FILE; the GPU's environment and name
+. docs/perf/gpu_ab.sh  # root, tree SIDE, merge_json, list_runs, ab_rounds; the GPU's environment and name
 cd /tmp
 if [ "$PART" = lists ] || [ "$PART" = both ]; then
-    LIST=${LIST:-unseen19}
-    L=$root/docs/perf/h200-$LIST-layers.txt
-    PYTHONPATH=$(tree work) CLCONV_CACHE_DIR=/tmp/cw timeout 330 python3 $root/docs/perf/heuristic_retime.py fresh $L \
-        $OUT/fresh-$LIST.json --processes 8 > $OUT/fresh-$LIST.log 2>&1; echo "fresh exit $?"
-    PYTHONPATH=$(tree work) CLCONV_CACHE_DIR=/tmp/cw timeout 150 python3 -m clconv bench $L --check \
-        --json $OUT/stream-$LIST.json > $OUT/stream-$LIST.log 2>&1; echo "bench exit $?"
-    tail -2 $OUT/fresh-$LIST.log; tail -4 $OUT/stream-$LIST.log
+    list_runs ${LIST:-unseen19} 330
 fi
 [ "$PART" = final ] && LAYERS=docs/perf/h100-thirtysixth-final-layers.txt
 if [ "$PART" = ab ] || [ "$PART" = both ] || [ "$PART" = final ]; then
     L=$root/${LAYERS:-docs/perf/h100-thirtysixth-changed-layers.txt}
-    mkdir -p /tmp/s
-    for i in $(seq ${ROUNDS:-2}); do for side in work base; do
-        start=$SECONDS
-        PYTHONPATH=$(tree $side) CLCONV_CACHE_DIR=/tmp/cache-$side timeout 120 python3 -m clconv bench $L \
-            --check --quiet --json /tmp/s/changed-$side-$i.json > /tmp/s/changed-$side-$i.txt 2>&1
-        echo "changed $side $i: exit $? after $((SECONDS - start)) s: $(grep -iE 'geometric mean|stream of default' /tmp/s/changed-$side-$i.txt | cut -c1-110 | tr '\n' ' ')"
-        merge_json "/tmp/s/changed-*.json" "$OUT/$([ "$PART" = final ] && echo final || echo changed)-streams.json"
-    done; done
+    ab_rounds $L "$OUT/$([ "$PART" = final ] && echo final || echo changed)-streams.json" 120
 fi
 if [ "$PART" = final ]; then
     PYTHONPATH=$(tree work) CLCONV_CACHE_DIR=/tmp/cw timeout 110 python3 -m clconv bench gpu --check \

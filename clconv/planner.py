@@ -239,8 +239,9 @@ def _wide_forward(problem: Problem) -> bool:
 
 
 # A GPU tile's contraction step (gemm.GPU_TILES' TK, 16 in every tile): _wide_forward takes only
-# longer contractions to im2col
-WIDE_FORWARD_MIN_CONTRACTION = max(tile[2] for tile in GPU_TILES)
+# longer contractions to im2col, _narrow_data_gradient only shorter ones to direct
+GPU_TILE_STEP = max(tile[2] for tile in GPU_TILES)
+WIDE_FORWARD_MIN_CONTRACTION = GPU_TILE_STEP
 
 
 NARROW_FORWARD_CONTRACTION = 2048
@@ -267,17 +268,17 @@ def _narrow_forward(problem: Problem, device: cl.Device) -> bool:
 
 def _narrow_data_gradient(problem: Problem) -> bool:
     """Whether a (not depthwise) data gradient has fewer output channels a group than one step of
-    the GPU tiles' contraction (WIDE_FORWARD_MIN_CONTRACTION) and at most FEW_ROWS input channels:
+    the GPU tiles' contraction (GPU_TILE_STEP) and at most FEW_ROWS input channels:
     im2col's column GEMM contracts over those output channels, most of every step padding, before
     col2im's pass; the implicit GEMM's rows are the input channels, most of every tile's empty; where
     direct's gather sums output channels x taps products per input element in one launch.  In the
     stored runs (docs/perf/heuristic_check.py) direct was the best candidate on all four such
-    ungrouped layers, in 0.54-0.80x im2col's time: HybridSN's 7x3x3 1 -> 8 (0.62x), SlowFast's
+    ungrouped layers, in 0.54-0.79x im2col's time: HybridSN's 7x3x3 1 -> 8 (0.62x), SlowFast's
     fast-path 1x3x3 8 -> 8 (0.54x; Winograd 1.15x direct's), MTCNN's 3x3 3 -> 10 on a VGA frame
     (0.73x) and EEGNet's 1x64 1 -> 8 (0.79x); grouped layers of 4-8 channels a group took direct
     already (the few-rows rule below)."""
     g = problem.geometry
-    return (problem.pass_ == "backward_data" and not _depthwise(g) and g.cout_per_group < WIDE_FORWARD_MIN_CONTRACTION
+    return (problem.pass_ == "backward_data" and not _depthwise(g) and g.cout_per_group < GPU_TILE_STEP
             and g.cin_per_group <= FEW_ROWS)
 
 

@@ -107,8 +107,12 @@ def block_work_group(problem: Problem, device, cob: int, cib: int) -> int:
         return 256
     g = problem.geometry
     blocks = g.groups * (g.cout_per_group // cob) * (g.cin_per_group // cib)
-    depthwise = g.cin_per_group == 1 and g.groups > 1
-    return 128 if depthwise or blocks < BLOCK_WAVES * limits.of(device).compute_units else 64
+    return 128 if _depthwise(g) or blocks < BLOCK_WAVES * limits.of(device).compute_units else 64
+
+
+def _depthwise(g: ConvGeometry) -> bool:
+    """A depthwise layer of several groups (one input channel each; planner._depthwise's test)."""
+    return g.is_depthwise and g.groups > 1
 
 
 def block_lanes(problem: Problem, cob: int, cib: int, wg: int) -> int:
@@ -160,8 +164,8 @@ def _blocks_under_a_wave(problem: Problem, device, config: dict) -> bool:
     batch-1 5x5, 0.48x; docs/perf/heuristic_check.py).  Not measured on other layers: depthwise only."""
     g = problem.geometry
     units = limits.of(device).compute_units
-    groups = -(-g.groups * (g.cout_per_group // config["cob"]) // config.get("lanes", 1)) * config["slices"]
-    return g.cin_per_group == 1 and g.groups > 1 and groups < units <= g.weight_elements
+    work_groups = -(-g.groups * (g.cout_per_group // config["cob"]) // config.get("lanes", 1)) * config["slices"]
+    return _depthwise(g) and work_groups < units <= g.weight_elements
 
 
 def block_configs(problem: Problem, device) -> list[dict]:

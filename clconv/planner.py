@@ -27,7 +27,10 @@ from . import interim, limits, settings, templates, tuning
 from .algorithms import REGISTRY, Algorithm, algorithms
 from .algorithms.gemm import GPU_TILES, is_dot_config
 from .algorithms.reduce import bias_gradient_plan
-from .algorithms.direct import BLOCK_COB, FORWARD_FEW_OUTPUTS, few_outputs_first, forward_blocks_first, weight_blocks
+from .algorithms.direct import (
+    BLOCK_COB, FORWARD_FEW_OUTPUTS, few_outputs_first, forward_blocks_first, weight_blocks,
+)
+from .algorithms.direct import grouped_depthwise as _depthwise
 from .algorithms.winograd import Winograd
 from .builder import BuildError, NotCached, build_kernels, cached_only
 from .caches import Cache
@@ -570,16 +573,6 @@ def _weight_blocks_serve(problem: Problem) -> bool:
     that fits its registers (direct.weight_blocks)."""
     return (problem.pass_ == "backward_weight" and not _depthwise(problem.geometry)
             and bool(weight_blocks(problem)))
-
-
-def _depthwise(g) -> bool:
-    """A depthwise layer of several groups (one input channel each), which the GPU order gives to
-    the depthwise kernels and direct.  A single-group layer of one input channel is depthwise too
-    by the letter (``ConvGeometry.is_depthwise``) but is a network's first layer, such as
-    wav2vec 2.0's 1 -> 512 k10 stride-5 audio layer: on an H200 its data gradient ran 0.046 ms by
-    im2col against direct's 0.206, its forward 0.042 by implicit_gemm against direct's strips' 0.046
-    (docs/perf/h200-tune-closing.json), so it takes the ordinary order."""
-    return g.is_depthwise and g.groups > 1
 
 
 def _gemm_rows(problem: Problem) -> int:

@@ -106,12 +106,21 @@ def block_work_group(problem: Problem, device, cob: int, cib: int) -> int:
     if problem.layout != CHANNELS_FIRST:
         return 256
     g = problem.geometry
-    blocks = g.groups * (g.cout_per_group // cob) * (g.cin_per_group // cib)
-    return 128 if _depthwise(g) or blocks < BLOCK_WAVES * limits.of(device).compute_units else 64
+    return 128 if grouped_depthwise(g) or block_count(g, cob, cib) < BLOCK_WAVES * limits.of(device).compute_units else 64
 
 
-def _depthwise(g: ConvGeometry) -> bool:
-    """A depthwise layer of several groups (one input channel each; planner._depthwise's test)."""
+def block_count(g: ConvGeometry, cob: int, cib: int, lanes: int = 1) -> int:
+    """Work-groups of one slice of blocks (cob, cib), ``lanes`` of them side by side a work-group."""
+    return -(-g.groups * (g.cout_per_group // cob) * (g.cin_per_group // cib) // lanes)
+
+
+def grouped_depthwise(g: ConvGeometry) -> bool:
+    """A depthwise layer of several groups (one input channel each), which the GPU order gives to
+    the depthwise kernels and direct.  A single-group layer of one input channel is depthwise too
+    by the letter (``ConvGeometry.is_depthwise``) but is a network's first layer, such as
+    wav2vec 2.0's 1 -> 512 k10 stride-5 audio layer: on an H200 its data gradient ran 0.046 ms by
+    im2col against direct's 0.206, its forward 0.042 by implicit_gemm against direct's strips' 0.046
+    (docs/perf/h200-tune-closing.json), so it takes the ordinary order."""
     return g.is_depthwise and g.groups > 1
 
 
@@ -135,8 +144,7 @@ def block_slices(problem: Problem, device, cob: int, cib: int, wg: int, waves: f
     g = problem.geometry
     if waves is None:
         waves = BLOCK_WAVES * BLOCK_REF_SUMS / max(BLOCK_REF_SUMS, cob * cib * g.kernel_volume)
-    groups = -(-g.groups * (g.cout_per_group // cob) * (g.cin_per_group // cib) // lanes)
-    wanted = math.ceil(waves * limits.of(device).compute_units / groups)
+    wanted = math.ceil(waves * limits.of(device).compute_units / block_count(g, cob, cib, lanes))
     slices = max(1, min(wanted, g.batch * g.out_pixels * lanes // (wg * BLOCK_MIN_TERMS), 1024))
     if slices > 1 and slices * g.weight_elements * problem.itemsize > settings.workspace_limit(device):
         slices = 1
@@ -163,9 +171,8 @@ def _blocks_under_a_wave(problem: Problem, device, config: dict) -> bool:
     80 in 1.10x; at 160 and 240 channels the blocks won (GhostNetV2's 1x5, 0.75x; EfficientNet's
     batch-1 5x5, 0.48x; docs/perf/heuristic_check.py).  Not measured on other layers: depthwise only."""
     g = problem.geometry
-    units = limits.of(device).compute_units
-    work_groups = -(-g.groups * (g.cout_per_group // config["cob"]) // config.get("lanes", 1)) * config["slices"]
-    return _depthwise(g) and work_groups < units <= g.weight_elements
+    work_groups = block_count(g, config["cob"], config["cib"], config.get("lanes", 1)) * config["slices"]
+    return grouped_depthwise(g) and work_groups < limits.of(device).compute_units <= g.weight_elements
 
 
 def block_configs(problem: Problem, device) -> list[dict]:
@@ -220,7 +227,7 @@ def forward_block(problem: Problem, device) -> dict | None:
     1.023x the best block's time (worst 1.19x, VGG's first at batch 1), rows first 1.053x (1.36x)."""
     g = problem.geometry
     fit = limits.of(device)
-    if (problem.pass_ != "forward" or not fit.gpu or (g.is_depthwise and g.groups > 1)
+    if (problem.pass_ != "forward" or not fit.gpu or grouped_depthwise(g)
             or g.cin_per_group * g.kernel_volume > FORWARD_BLOCK_OFFERED):
         return None
     words = 2 if problem.real == "double" else 1
@@ -253,7 +260,7 @@ def forward_blocks_first(problem: Problem) -> bool:
     written from it)."""
     g = problem.geometry
     contraction = g.cin_per_group * g.kernel_volume
-    return (problem.pass_ == "forward" and not (g.is_depthwise and g.groups > 1) and problem.layout == CHANNELS_FIRST
+    return (problem.pass_ == "forward" and not grouped_depthwise(g) and problem.layout == CHANNELS_FIRST
             and not g.is_pointwise and contraction <= FORWARD_BLOCK_CONTRACTION
             and FORWARD_BLOCK_OUTPUTS[0] <= g.cout_per_group
             and (g.cout_per_group <= FORWARD_BLOCK_OUTPUTS[1] or contraction < FORWARD_BLOCK_SHORT)

@@ -586,11 +586,6 @@ def gemm_tiles(m: int, n: int, fit: limits.Limits, itemsize: int, limit: int = T
     if gpu and gathered:
         rank = {tile: gather_rank(m, n, dict(zip(TILE_KEYS, tile)), gathered, units, groups) for tile in tiles}
         tiles.sort(key=lambda tile: rank[tile])
-        dense, sparse = SMALL_SQUARE_TILE, SMALL_WIDE_TILE
-        if (gathered_channels >= GATHER_DENSE_CHANNELS and m % dense[0] == 0 and tiles[0] == sparse
-                and dense in rank and rank[dense][:3] == rank[sparse][:3]):
-            tiles.remove(dense)
-            tiles.insert(0, dense)
     else:
         # stable: ties keep the table's order
         tiles.sort(key=lambda tile: (cost(tile) * local_loads(tile), block(tile), wider_vector(tile)))
@@ -605,15 +600,18 @@ def gemm_tiles(m: int, n: int, fit: limits.Limits, itemsize: int, limit: int = T
             if count >= MEDIUM_GEMM_WAVES * units and cost(MEDIUM_GEMM_TILE) <= cost(tiles[0]):
                 tiles.remove(MEDIUM_GEMM_TILE)
                 tiles.insert(0, MEDIUM_GEMM_TILE)
-        dense, sparse = SMALL_SQUARE_TILE, SMALL_WIDE_TILE
-        if (gpu and not matrices and k and gathered_channels >= GATHER_DENSE_CHANNELS and m % dense[0] == 0
-                and tiles[0] == sparse and dense in tiles and cost(dense) == cost(sparse)):
-            # the same 4x4 blocks over 2x4 where an implicit GEMM's gather is too long for
-            # gather_rank (more than SHORT_CONTRACTION channels x taps): its long contraction
-            # (``k``: a forward's or data gradient's, whose A is the weight) is where the lower
-            # local loads per FMA count.  Over the stored runs the 32x32 tile ran 0.78-0.95x the
-            # 32x64 one's time on all seven such passes (3x3x3 32 -> 32 layers of GwcNet, PSMNet,
-            # HighRes3DNet, 3D U-Net; DeepSpeech2's 21x11 32 -> 32, InceptionTime's 1D k39)
+    dense, sparse = SMALL_SQUARE_TILE, SMALL_WIDE_TILE
+    if (gpu and gathered_channels >= GATHER_DENSE_CHANNELS and m % dense[0] == 0 and tiles[0] == sparse
+            and dense in tiles):
+        # the 4x4 blocks over the 2x4 ones where the order ties them (GATHER_DENSE_CHANNELS): in
+        # gather_rank's idle units, gathering and waste; or, where an implicit GEMM's gather is too
+        # long for gather_rank (more than SHORT_CONTRACTION channels x taps), in the waste, over a
+        # forward's or data gradient's contraction (``k``: their A is the weight), where the lower
+        # local loads per FMA count: over the stored runs the 32x32 tile ran 0.78-0.95x the 32x64
+        # one's time on all seven such passes (3x3x3 32 -> 32 layers of GwcNet, PSMNet,
+        # HighRes3DNet, 3D U-Net; DeepSpeech2's 21x11 32 -> 32, InceptionTime's 1D k39)
+        if (rank[dense][:3] == rank[sparse][:3] if gathered
+                else not matrices and k and cost(dense) == cost(sparse)):
             tiles.remove(dense)
             tiles.insert(0, dense)
     if (gpu and not plain and n <= SMALL_SQUARE_TILE[1] and tiles[0] == SMALL_SQUARE_TILE and SMALL_WIDE_TILE in tiles

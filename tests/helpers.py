@@ -47,11 +47,12 @@ def skip_unless_bad_binaries_are_refused(queue) -> None:
 
 
 def fake_device(gpu: bool, compute_units: int, work_group: int = 1024, local_mem: int = 48 << 10,
-                global_mem: int = 16 << 30) -> StandIn:
+                global_mem: int = 16 << 30, float_lanes: int = 1) -> StandIn:
     """A device described by hand for checks that run nothing (clconv.tools.devices), its limits
     registered with clconv.limits, so no probe runs for it."""
     return Described(name="a fake device", gpu=gpu, compute_units=compute_units, work_group=work_group,
-                     work_item_sizes=(work_group,) * 3, local_mem=local_mem, global_mem=global_mem).stand_in()
+                     work_item_sizes=(work_group,) * 3, local_mem=local_mem, global_mem=global_mem,
+                     float_lanes=float_lanes).stand_in()
 
 
 def random(rng: np.random.Generator, shape, dtype=np.float32) -> np.ndarray:

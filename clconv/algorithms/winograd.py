@@ -99,13 +99,24 @@ TRANSFORMS = {
               (16 / 45, 8 / 45, 4 / 45, 2 / 45, 1 / 45, 1 / 90, 1 / 180),
               (16 / 45, -8 / 45, 4 / 45, -2 / 45, 1 / 45, -1 / 90, 1 / 180), (0, 0, 0, 0, 0, 0, 1 / 4)),
              ((1, 1, 1, 1, 1, 1, 1, 0), (0, 1, -1, 2, -2, 1 / 2, -1 / 2, 1))),
+    # F(2x2, 7x7)'s points and so its B^T; A^T's +-1/2 columns times 8 and G's rows an eighth
+    # (exact), so that A^T is integers
+    (4, 5): (((-4, 0, 21, 0, -21, 0, 4, 0), (0, 4, 4, -17, -17, 4, 4, 0), (0, -4, 4, 17, -17, -4, 4, 0),
+              (0, 2, 1, -10, -5, 8, 4, 0), (0, -2, 1, 10, -5, -8, 4, 0), (0, 4, 8, -5, -10, 1, 2, 0),
+              (0, -4, 8, 5, -10, -1, 2, 0), (0, -4, 0, 21, 0, -21, 0, 4)),
+             ((-1 / 4, 0, 0, 0, 0), (-1 / 18, -1 / 18, -1 / 18, -1 / 18, -1 / 18),
+              (-1 / 18, 1 / 18, -1 / 18, 1 / 18, -1 / 18), (1 / 360, 1 / 180, 1 / 90, 1 / 45, 2 / 45),
+              (1 / 360, -1 / 180, 1 / 90, -1 / 45, 2 / 45), (2 / 45, 1 / 45, 1 / 90, 1 / 180, 1 / 360),
+              (2 / 45, -1 / 45, 1 / 90, -1 / 180, 1 / 360), (0, 0, 0, 0, 1 / 4)),
+             ((1, 1, 1, 1, 1, 8, 8, 0), (0, 1, -1, 2, -2, 4, -4, 0), (0, 1, 1, 4, 4, 2, 2, 0),
+              (0, 1, -1, 8, -8, 1, -1, 1))),
 }
 # The tile sides M of each kernel side R, the smaller first; ``sides`` puts the larger first where its
 # GEMMs are not starved.  A 7x7 kernel has one: F(3x3, 7x7) needs a ninth point (3 or 1/4), and
 # with it carried 26-28x F(2x2, 7x7)'s rounding error in a float32 model of the transforms
 # (docs/perf/winograd_error_model.py: 4.8-5.2e-4 against 1.9e-5 per unit of a direct sum's
 # scale), where the other variants carry 1.6-2.1e-5
-SIDES = {3: (2, 4), 5: (2, 3), 7: (2,)}
+SIDES = {3: (2, 4), 5: (2, 3, 4), 7: (2,)}
 
 
 # The fewest tiles over the batch for the larger GEMMs: where F(4x4, 3x3) comes first (``sides``),
@@ -115,6 +126,11 @@ MIN_TILES = 256
 # The fewest 4x4 tiles for F(4x4, 3x3) first in the forward and data gradient on a CPU: at batch 1
 # (4 and 16 tiles at 7x7 and 14x14) F(2x2, 3x3) ran in 0.7-1.0x its time.
 F4_MIN_TILES = 32
+# ...by variant: F(4x4, 5x5) before F(3x3, 5x5) from 64 4x4 tiles.  On PoCL (2 threads, AVX-512;
+# the thirty-seventh session) it ran in 0.80-0.90x F(3x3, 5x5)'s time from 64 tiles (forward and
+# data gradient, 48-256 channels; a tie on NiN's 96 -> 256 forward at batch 8), and 1.19-1.21x at 36
+# (64 channels at 24x24, batch 1).
+CPU_LARGE_FIRST_MIN_TILES = {(4, 3): F4_MIN_TILES, (3, 5): F4_MIN_TILES, (4, 5): 64}
 # On a GPU, by kernel side: the fewest tiles of the larger side for it to come first in the forward
 # and data gradient, and the fewest 2x2 tiles for F(4x4, 3x3) first in the weight gradient.  With
 # the GEMM core's vector loads (H200 tuning runs of 2026-12-03, docs/perf/heuristic_check.py; each
@@ -127,7 +143,7 @@ F4_MIN_TILES = 32
 # 0.98x at 50; 1.01x at 9, 1.05x at 64 on 64 channels).  The weight gradient's F(4x4, 3x3) ran in
 # 0.91-0.95x F(2x2)'s time from 98 2x2 tiles (ties at 64 and 196), 0.61-0.95x on 32 layers of 256
 # and more.
-GPU_LARGE_FIRST_MIN_TILES = {3: 128, 5: 1}
+GPU_LARGE_FIRST_MIN_TILES = {(4, 3): 128, (3, 5): 1, (4, 5): 128}
 GPU_F4_WEIGHT_MIN_TILES = 96
 # The weight gradient's GEMMs unsplit on a GPU: with fewer work-groups of a 64 x 64 tile than this
 # many per compute unit (over the positions and groups), the smaller work-group comes first among
@@ -151,6 +167,19 @@ SUM_PARTS = 8
 # On a CPU, the fewest work-items along a row of the transforms' launch: with fewer tiles than that
 # the weight's runs would have rows of one or two work-items (a work-group each on PoCL).
 CPU_MIN_ROW = 16
+# On a CPU, the most work-items of a work-group of the transforms' and the output transform's
+# launches (``cpu_work_group``).  Left to itself PoCL took work-groups of up to 3200 of them (25 x
+# 128), and with F(4x4, 5x5)'s 64 vectors of 16 lanes per array its work-group function overran
+# its thread's stack there (a segmentation fault in clc_wino_output, n8 c16 -> 256 at 27x27).
+CPU_GROUP_ITEMS = 512
+
+
+def cpu_work_group(row_width: int, rows: int) -> tuple[int, int]:
+    """The work-group of a CPU launch of ``row_width`` x ``rows`` work-items: a whole row (or the
+    largest divisor of it within CPU_GROUP_ITEMS), then as many rows as keep it within that."""
+    across = max(d for d in range(1, min(row_width, CPU_GROUP_ITEMS) + 1) if row_width % d == 0)
+    down = max(d for d in range(1, min(rows, CPU_GROUP_ITEMS // across) + 1) if rows % d == 0)
+    return across, down
 
 
 def positions(m: int, r: int = 3) -> int:
@@ -289,31 +318,35 @@ class Winograd(Algorithm):
         return reason
 
     def sides(self, problem: Problem, device) -> tuple[int, ...]:
-        """The tile sides M in the order their configs come.  The larger tile (F(4x4, 3x3): 4x fewer
+        """The tile sides M in the order their configs come.  A larger tile (F(4x4, 3x3): 4x fewer
         multiplies than a direct sum and 2.25x fewer workspace bytes than F(2x2, 3x3); F(3x3, 5x5):
-        5.4 multiplies per output against F(2x2, 5x5)'s 9, 0.6x its bytes) comes first where its
-        GEMMs are not starved: in the forward and data gradient from a count of the larger side's
-        tiles (their GEMMs' columns: F4_MIN_TILES on a CPU, GPU_LARGE_FIRST_MIN_TILES by kernel side
-        on a GPU), in the weight gradient from a count of 2x2 tiles (its contraction: MIN_TILES,
-        GPU_F4_WEIGHT_MIN_TILES).  With fewer, the smaller tiles' 2.25-4x more tiles fill the device
-        better (measured on an H200 and PoCL, docs/performance.md); F(2x2, 3x3)'s constants are
-        halves, so small-integer data also give exact results there."""
+        5.4 multiplies per output against F(2x2, 5x5)'s 9, 0.6x its bytes; F(4x4, 5x5): 4, 0.8x
+        F(3x3, 5x5)'s bytes) comes before a smaller one where it does less GEMM work and its GEMMs
+        are not starved (:meth:`fed`); the sides so fed come by their GEMM work (the larger side first
+        at equal work), then the starved ones, the smaller first.  A dilated layer's phases of a
+        row or two each make the larger tile's work the larger (DeepLab's 3x3 at dilation 18 on
+        33x33: F(4x4, 3x3) ran 2.25x F(2x2, 3x3)'s GEMM work in 1.98-2.12x its time on an H200,
+        all three passes; docs/perf/h200-tune-closing.json).  F(2x2, ...)'s constants are halves,
+        so small-integer data also give exact results there."""
         r = kernel_side(problem)
-        if len(SIDES[r]) == 1:
-            return SIDES[r]
-        small, large = SIDES[r]
+        fed = [m for m in SIDES[r] if self.fed(problem, device, m)]
+        fed.sort(key=lambda m: (self.gemm_work(problem, m), -m))
+        return (*fed, *(m for m in SIDES[r] if m not in fed))
+
+    def fed(self, problem: Problem, device, m: int) -> bool:
+        """Whether side ``m``'s GEMMs are large enough to come before a smaller side's: the
+        smallest side always; a larger one in the forward and data gradient from a count of its
+        own tiles (their GEMMs' columns: CPU_LARGE_FIRST_MIN_TILES on a CPU, GPU_LARGE_FIRST_MIN_TILES
+        on a GPU, by variant), in the weight gradient from a count of 2x2 tiles (its contraction: MIN_TILES,
+        GPU_F4_WEIGHT_MIN_TILES).  With fewer, the smaller tiles' 1.8-4x more tiles fill the device
+        better (measured on an H200 and PoCL, docs/performance.md)."""
+        r = kernel_side(problem)
+        if m == SIDES[r][0]:
+            return True
         gpu = limits.of(device).gpu
-        if self.gemm_work(problem, large) > self.gemm_work(problem, small):
-            # a dilated layer's phases of a few rows each, which the larger tile covers with mostly
-            # empty rows and columns (DeepLab's 3x3 at dilation 18 on 33x33: phases of 1-2 rows, so
-            # F(4x4, 3x3) ran 2.25x F(2x2, 3x3)'s GEMM work in 1.98-2.12x its time on an H200,
-            # all three passes; docs/perf/h200-tune-closing.json)
-            return (small, large)
         if problem.pass_ == "backward_weight":
-            minimum = GPU_F4_WEIGHT_MIN_TILES if gpu else MIN_TILES
-            return (large, small) if self.tiles(problem, small) >= minimum else (small, large)
-        minimum = GPU_LARGE_FIRST_MIN_TILES[r] if gpu else F4_MIN_TILES
-        return (large, small) if self.tiles(problem, large) >= minimum else (small, large)
+            return self.tiles(problem, 2) >= (GPU_F4_WEIGHT_MIN_TILES if gpu else MIN_TILES)
+        return self.tiles(problem, m) >= (GPU_LARGE_FIRST_MIN_TILES if gpu else CPU_LARGE_FIRST_MIN_TILES)[m, r]
 
     def configs(self, problem, device):
         per_side = [self._side_configs(problem, device, m) for m in self.sides(problem, device)]
@@ -397,6 +430,8 @@ class Winograd(Algorithm):
             row_width = rounded(tiles, 64)
         else:
             row_width = max(-(-tiles // vt), CPU_MIN_ROW)
+            if row_width > CPU_GROUP_ITEMS:  # whole work-groups along a row (cpu_work_group)
+                row_width = rounded(row_width, CPU_MIN_ROW)
             # runs: of VT output channels of one input channel over U's packed rows, else of VT filters
             runs = conv["CIN"] * -(-packed_rows // vt) if packed_rows else -(-(conv["COUT"] * conv["CIN"]) // vt)
             filters = g.groups * runs
@@ -422,7 +457,11 @@ class Winograd(Algorithm):
                      BT=bt, G=gm, AT=at, VT=vt, SUM_FILTERS=sum_filters, SUM_PARTS=sum_parts, RV=row_vector,
                      PACK_WM=tile["WM"] if packed_rows else 0, **conv)
         source_role, other_role, other_space = ("x", "dy", "ydy") if weight_grad else (problem.spec.inputs[0], "w", "u")
-        transforms = call(src, "clc_wino_transforms", (row_width, g.groups * conv["CIN"] + other_rows), None,
+        def work_group(rows: int) -> tuple[int, int] | None:
+            return cpu_work_group(row_width, rows) if vt > 1 else None
+
+        transforms_rows = g.groups * conv["CIN"] + other_rows
+        transforms = call(src, "clc_wino_transforms", (row_width, transforms_rows), work_group(transforms_rows),
                           Arg(source_role), Arg(other_role), Arg("v", with_offset=False),
                           Arg(other_space, with_offset=False))
         if weight_grad:
@@ -437,7 +476,7 @@ class Winograd(Algorithm):
         else:
             result_role = problem.spec.result  # x -> y, or dy -> dx
             gemm, gemm_spaces = gemm_calls(problem, shape, tile, index, "u", "v", "m")
-            finish = call(src, "clc_wino_output", (row_width, g.groups * conv["COUT"]), None,
+            finish = call(src, "clc_wino_output", (row_width, g.groups * conv["COUT"]), work_group(g.groups * conv["COUT"]),
                           Arg("m", with_offset=False), *epilogue_args(problem, result_role),
                           Arg(result_role, align=row_vector or 1))
         return Plan(problem, self.name, config, (transforms, *gemm, finish), {**spaces, **gemm_spaces})

@@ -13,7 +13,7 @@
 #                     default calls against cuDNN (`clconv bench --check`), this tree: fresh-NAME.json,
 #                     stream-NAME.json and their logs in $OUT
 #   ab_rounds LIST FILE [LIMIT]
-#                     `clconv bench LIST --check` with this tree and .ab/base alternating, ROUNDS
+#                     `clconv bench LIST --check` with this tree and .ab/$BASE (base) alternating, ROUNDS
 #                     rounds (2 by default), each run at most LIMIT seconds (150), a line a run; all
 #                     runs' JSON merged into FILE
 root=$PWD
@@ -31,7 +31,7 @@ json.dump({os.path.basename(f): json.load(open(f)) for f in sorted(glob.glob(sys
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
 ab_rounds() {
     mkdir -p /tmp/s
-    for i in $(seq ${ROUNDS:-2}); do for side in work base; do
+    for i in $(seq ${ROUNDS:-2}); do for side in work ${BASE:-base}; do
         start=$SECONDS
         PYTHONPATH=$(tree $side) CLCONV_CACHE_DIR=/tmp/cache-$side timeout ${3:-150} python3 -m clconv bench $1 \
             --check --quiet --json /tmp/s/changed-$side-$i.json > /tmp/s/changed-$side-$i.txt 2>&1

@@ -23,6 +23,7 @@ VARIANTS = {
     (4, 3, ""): [0, 1, -1, 2, -2],
     (3, 5, ""): [0, 1, -1, 2, -2, Fraction(1, 2)],
     (2, 7, ""): [0, 1, -1, 2, -2, Fraction(1, 2), Fraction(-1, 2)],
+    (4, 5, ""): [0, 1, -1, 2, -2, Fraction(1, 2), Fraction(-1, 2)],
     (3, 7, "point 3"): [0, 1, -1, 2, -2, Fraction(1, 2), Fraction(-1, 2), 3],
     (3, 7, "point 1/4"): [0, 1, -1, 2, -2, Fraction(1, 2), Fraction(-1, 2), Fraction(1, 4)],
 }

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from clconv.algorithms import REGISTRY
-from clconv.algorithms.winograd import (F4_MIN_TILES, GPU_F4_WEIGHT_MIN_TILES, GPU_LARGE_FIRST_MIN_TILES,
-                                         MIN_TILES, SIDES, TRANSFORMS)
+from clconv.algorithms.winograd import (CPU_GROUP_ITEMS, F4_MIN_TILES, GPU_F4_WEIGHT_MIN_TILES,
+                                         GPU_LARGE_FIRST_MIN_TILES, MIN_TILES, SIDES, TRANSFORMS, cpu_work_group)
 from clconv.plan import Problem
 
 from cases import geometry
@@ -95,7 +95,7 @@ def test_the_larger_tile_comes_first_where_its_gemms_stay_large(tag, pass_, firs
     if pass_ == "backward_weight":
         assert (winograd.tiles(problem, 2) >= GPU_F4_WEIGHT_MIN_TILES) == (first == 4)
     else:
-        assert (winograd.tiles(problem, 4) >= GPU_LARGE_FIRST_MIN_TILES[3]) == (first == 4)
+        assert (winograd.tiles(problem, 4) >= GPU_LARGE_FIRST_MIN_TILES[4, 3]) == (first == 4)
 
 
 @pytest.mark.parametrize("tag, pass_, first", [
@@ -115,7 +115,7 @@ def test_a_cpu_keeps_its_own_tile_counts(tag, pass_, first):
     problem = Problem(geometry(tag), pass_, "float32")
     winograd = REGISTRY["winograd"]
     assert winograd.configs(problem, cpu)[0]["m"] == first
-    small, large = SIDES[geometry(tag).kernel[2]]
+    small, large = SIDES[geometry(tag).kernel[2]][:2]
     if pass_ == "backward_weight":
         assert (winograd.tiles(problem, small) >= MIN_TILES) == (first == large)
     else:
@@ -123,18 +123,50 @@ def test_a_cpu_keeps_its_own_tile_counts(tag, pass_, first):
 
 
 @pytest.mark.parametrize("tag, pass_, first", [
-    ("n32g1c128o128i28x28k5x5s1x1p2x2d1x1", "forward", 3),        # 3200 3x3 tiles
-    ("n1g1c256o256i14x14k5x5s1x1p2x2d1x1", "backward_data", 3),   # 25 3x3 tiles: F(3x3, 5x5) 0.93x F(2x2, 5x5)'s time
-    ("n1g1c256o256i7x7k5x5s1x1p2x2d1x1", "forward", 3),           # 9
-    ("n32g1c48o64i35x35k5x5s1x1p2x2d1x1", "backward_weight", 3),  # 10368 2x2 tiles
+    ("n32g1c128o128i28x28k5x5s1x1p2x2d1x1", "forward", 4),        # 1568 4x4 tiles
+    ("n128g1c96o256i27x27k5x5s1x1p2x2d1x1", "backward_data", 4),  # NiN's: 6272
+    ("n1g1c256o256i14x14k5x5s1x1p2x2d1x1", "backward_data", 3),   # 16 (25 3x3 tiles: F(3x3, 5x5) 0.93x F(2x2, 5x5)'s time)
+    ("n1g1c256o256i7x7k5x5s1x1p2x2d1x1", "forward", 3),           # 4 (9)
+    ("n32g1c48o64i35x35k5x5s1x1p2x2d1x1", "backward_weight", 4),  # 10368 2x2 tiles
     ("n1g1c64o64i14x14k5x5s1x1p2x2d1x1", "backward_weight", 2),   # 49
 ])
-def test_a_5x5_kernel_has_f3x3_and_f2x2(tag, pass_, first):
-    """On a GPU F(3x3, 5x5) first at any count in the forward and data gradient and by F(4x4,
-    3x3)'s count in the weight gradient; F(2x2, 5x5) beside it."""
-    configs = REGISTRY["winograd"].configs(Problem(geometry(tag), pass_, "float32"), H200_LIKE)
+def test_a_5x5_kernel_has_three_tile_sides(tag, pass_, first):
+    """On a GPU F(4x4, 5x5) first from GPU_LARGE_FIRST_MIN_TILES of its tiles in the forward and
+    data gradient, else F(3x3, 5x5) (at any count); in the weight gradient both by F(4x4, 3x3)'s
+    count of 2x2 tiles; F(2x2, 5x5) beside them, and tuning's first three candidates measure all three."""
+    problem = Problem(geometry(tag), pass_, "float32")
+    winograd = REGISTRY["winograd"]
+    configs = winograd.configs(problem, H200_LIKE)
     assert configs[0]["m"] == first
-    assert {c["m"] for c in configs[:2]} == {2, 3}
+    assert {c["m"] for c in configs[:3]} == {2, 3, 4}
+    if pass_ != "backward_weight":
+        assert (winograd.tiles(problem, 4) >= GPU_LARGE_FIRST_MIN_TILES[4, 5]) == (first == 4)
+
+
+@pytest.mark.parametrize("tag, pass_, first", [
+    ("n4g1c128o128i14x14k5x5s1x1p2x2d1x1", "forward", 4),        # 64 4x4 tiles: 0.90x F(3x3, 5x5)'s time on PoCL
+    ("n1g1c64o64i24x24k5x5s1x1p2x2d1x1", "forward", 3),          # 36: 1.21x
+])
+def test_a_cpu_takes_f4x4_5x5_from_its_own_count(tag, pass_, first):
+    cpu = fake_device(gpu=False, compute_units=2)
+    assert REGISTRY["winograd"].configs(Problem(geometry(tag), pass_, "float32"), cpu)[0]["m"] == first
+
+
+@pytest.mark.parametrize("m, r", [(4, 3), (3, 5), (4, 5)])
+def test_the_cpu_work_group_of_the_transforms_stays_bounded(m, r):
+    """winograd.cpu_work_group: whole rows (or a divisor) and as many rows as keep it within
+    CPU_GROUP_ITEMS; PoCL's own choice overran its stack with F(4x4, 5x5) (a segfault)."""
+    for row_width, rows in [(25, 256), (41, 352), (16, 97), (648, 1), (1024, 8), (13, 13)]:
+        across, down = cpu_work_group(row_width, rows)
+        assert row_width % across == 0 and rows % down == 0 and across * down <= CPU_GROUP_ITEMS
+    assert cpu_work_group(25, 256) == (25, 16) and cpu_work_group(1024, 8) == (512, 1)
+    problem = Problem(geometry(f"n8g1c16o256i27x27k{r}x{r}s1x1p{r // 2}x{r // 2}d1x1"), "forward", "float32")
+    cpu = fake_device(gpu=False, compute_units=2, float_lanes=16)
+    winograd = REGISTRY["winograd"]
+    config = next(c for c in winograd.configs(problem, cpu) if c["m"] == m)
+    for call in winograd.plan(problem, config, cpu).calls:
+        if call.entry in ("clc_wino_transforms", "clc_wino_output"):
+            assert call.local_size is not None and call.local_size[0] * call.local_size[1] <= CPU_GROUP_ITEMS
 
 
 @pytest.mark.parametrize("tag, tile", [

@@ -618,6 +618,13 @@ def _winograd_pays(problem: Problem, device: cl.Device) -> bool:
     # (512, under the minimum) in 0.83x
     channels_first = problem.layout == CHANNELS_FIRST
     weight_minimum, input_minimum = (8, 32) if channels_first else (64, 128)
+    if channels_first and problem.pass_ == "forward" and g.kernel[1:] == (5, 5):
+        # F(4x4, 5x5) saves 6.25x a direct sum's multiplies where a 3x3 kernel's best saves 4x, so a
+        # 5x5 forward pays from fewer input channels: on an H100 (docs/perf/gpu37/fresh-f45.json)
+        # GoogLeNet's 5x5 24 -> 64 at 14x14, batch 64 (0.96 GFLOP) ran in 0.80x the others' best
+        # (0.053 against 0.066 ms) and its 16 -> 32 at 28x28 in 1.22x (F(3x3, 5x5) had lost there
+        # by 1.35x on an H200); so from FEW_CHANNELS_INPUT_MINIMUM, between the two
+        input_minimum = FEW_CHANNELS_INPUT_MINIMUM
     # Fewer channels than those minimums pay where the pass is large (FEW_CHANNELS_MIN_FLOPS): its
     # GEMMs are narrow, but there are many of them, over many tiles.  On an H200
     # (docs/perf/heuristic_check.py) Winograd ran Res2Net's 3x3 26 -> 26 at 56x56, batch 32

@@ -29,11 +29,11 @@ from .reduce import result_elements, splitk_result, splitk_sum
 # Split-K's GPU configurations (a tile and its piece count, SplitK.splits_for) are ranked by a model
 # of their kernel time on the device (gpu_cost): the log of the time over that of the problem's
 # other configurations, as a weighted sum of what sets it.  The weights are a least-squares fit to
-# every split-K configuration timed in the stored runs (989 layer-passes of 31 lists, on H200s and
+# every split-K configuration timed in the stored runs (1325 layer-passes of 36 lists, on H200s and
 # H100s, docs/perf/heuristic_check.py; fitted within each layer-pass, so only the differences
-# between its configurations count).  Judged on lists it was not fitted to (each list in turn left
-# out of the fit and ranked by the weights of the others) the first configuration ran 1.028x the
-# fastest one timed; on the 132 layer-passes of the earlier lists that the heuristic gave split-K,
+# between its configurations count; refitted as the runs grow).  Judged on lists it was not fitted
+# to (each list in turn left out of the fit and ranked by the weights of the others) the first
+# configuration ran 1.027x the fastest one timed (1.028x over the first 989); on the 132 layer-passes of the earlier lists that the heuristic gave split-K,
 # about 1.04x, where the order of rules before ran 1.074x
 # (docs/perf/splitk_cost_fit.py).  The terms, each of a tile and its pieces:
 #  * ``waste``: the log of the work done per useful output (edge_waste): padded tiles compute
@@ -49,9 +49,9 @@ from .reduce import result_elements, splitk_result, splitk_sum
 #    kernel larger than 1x1), the log of the tile's rows (each decoded column is reused over them)
 #    and columns.
 SPLITK_COST_WEIGHTS = {
-    "backward_weight": {"waste": 0.81, "loads": 0.90},
-    "result": {"waste": 0.48, "loads": 0.19},  # the forward's and the data gradient's pieces
-    "shared": {"idle": 0.41, "tail": 0.49, "group": -0.18, "taps_rows": -0.06, "taps_columns": 0.07},
+    "backward_weight": {"waste": 0.82, "loads": 0.89},
+    "result": {"waste": 0.47, "loads": 0.20},  # the forward's and the data gradient's pieces
+    "shared": {"idle": 0.42, "tail": 0.49, "group": -0.18, "taps_rows": -0.05, "taps_columns": 0.07},
 }
 
 

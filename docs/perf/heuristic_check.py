@@ -150,6 +150,11 @@ SETS = {  # name: (shape specs, batch override, tuning run)
     # 1.071x the tuning run's winner as found, 1.065x re-timed (worst 1.82x: HybridSN's 7x3x3
     # one-channel data gradient in im2col, direct 0.55x its time)
     "unseen19": ([str(HERE / "h200-unseen19-layers.txt")], None, "h100-tune-unseen19.json"),
+    # 20 stride-1 5x5 layers (15 of them from earlier lists), written on 2026-12-07 (thirty-seventh
+    # session) to measure F(4x4, 5x5) against the other tile sides, after it was added with its
+    # GPU count (128 4x4 tiles) guessed; tuned on an H100 the same way (gpu37/fresh-f45.json): F(4x4,
+    # 5x5) in 0.834x F(3x3, 5x5)'s time over 46 layer-passes (faster on 41)
+    "f45": ([str(HERE / "h200-f45-layers.txt")], None, "h100-tune-f45.json"),
 }
 
 # Runs that re-timed every tile of some layer-passes after their kernel changed: their times replace

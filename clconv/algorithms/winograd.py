@@ -1,12 +1,13 @@
-"""Winograd F(2x2, 3x3), F(4x4, 3x3), F(2x2, 5x5), F(3x3, 5x5) and F(2x2, 7x7) for square 3x3, 5x5 and 7x7
+"""Winograd F(2x2, 3x3), F(4x4, 3x3), F(2x2, 5x5), F(3x3, 5x5), F(4x4, 5x5) and F(2x2, 7x7) for square 3x3, 5x5 and 7x7
 stride-1 convolutions (any dilation) and their weight gradients, not fused (kernels/winograd.mako for
 the transforms, the GEMM core for the products).
 
-Forward: each MxM output tile (M = 2 or 4 for 3x3, 2 or 3 for 5x5, 2 for 7x7: config ``m``) of an RxR
+Forward: each MxM output tile (M = 2 or 4 for 3x3, 2, 3 or 4 for 5x5, 2 for 7x7: config ``m``) of an RxR
 kernel is ``A^T [(G g G^T) . (B^T d B)] A`` for its ALPHA x ALPHA input patch ``d`` (ALPHA = M + R - 1):
 per input and output channel pair, ALPHA^2 multiplies per tile where a direct convolution does
 R^2 M^2: 16 for 36 (2.25x fewer) with F(2x2, 3x3), 36 for 144 (4x) with F(4x4, 3x3), 36 for 100
-(2.8x) with F(2x2, 5x5), 49 for 225 (4.6x) with F(3x3, 5x5), 64 for 196 (3.1x) with F(2x2, 7x7).
+(2.8x) with F(2x2, 5x5), 49 for 225 (4.6x) with F(3x3, 5x5), 64 for 400 (6.25x) with F(4x4, 5x5), 64 for
+196 (3.1x) with F(2x2, 7x7).
 The elementwise products summed over input channels are ALPHA^2 independent GEMMs per group, so
 the plan is: transform the input (V) and the weight (U) in one launch, run the GEMMs (M = U V)
 through the GEMM core (gemm.mako, its tiles and its CPU variant), transform M back into the output
@@ -38,10 +39,10 @@ Error: the transforms add and scale values.  F(2x2, 3x3) (points 0, +-1; constan
 carries about 2-4x the fp32 rounding error of a direct sum of the same length; the two with
 ALPHA = 6 (points 0, +-1, +-2; constants up to 8 and down to 1/24) 10-20x that: up to a tenth of
 ``reference.tolerance`` where F(2x2, 3x3) stays under a hundredth; F(3x3, 5x5) (ALPHA = 7, the point
-1/2 added; constants down to 1/120) about as much as F(2x2, 5x5), and F(2x2, 7x7) (ALPHA = 8, the
-points +-1/2 added; constants down to 1/360) about as much again (measured against the float64
+1/2 added; constants down to 1/120) about as much as F(2x2, 5x5), and F(2x2, 7x7) and F(4x4, 5x5) (ALPHA = 8,
+the points +-1/2 added; constants down to 1/360) about as much again (measured against the float64
 reference in tests/algorithms/test_gemm_configs.py, whose bounds say so).  The workspaces hold
-the transformed input and the products: ALPHA^2 / M^2 (4x, 2.25x, 9x, 5.4x, 16x) the input and the
+the transformed input and the products: ALPHA^2 / M^2 (4x, 2.25x, 9x, 5.4x, 4x, 16x) the input and the
 output (the output gradient, for the weight gradient) in size; the algorithm declines when they pass the
 workspace limit.
 """
@@ -142,7 +143,13 @@ CPU_LARGE_FIRST_MIN_TILES = {(4, 3): F4_MIN_TILES, (3, 5): F4_MIN_TILES, (4, 5):
 # multiplies per output against 9): F(3x3, 5x5) won down to 25 tiles (0.93x F(2x2, 5x5)'s time;
 # 0.98x at 50; 1.01x at 9, 1.05x at 64 on 64 channels).  The weight gradient's F(4x4, 3x3) ran in
 # 0.91-0.95x F(2x2)'s time from 98 2x2 tiles (ties at 64 and 196), 0.61-0.95x on 32 layers of 256
-# and more.
+# and more.  F(4x4, 5x5) before F(3x3, 5x5), from F(4x4, 3x3)'s count (H100, the thirty-seventh
+# session, docs/perf/gpu37/fresh-f45.json, each side's first tiles): 0.834x F(3x3, 5x5)'s time over
+# 46 layer-passes of 20 layers, faster on 41; from 128 tiles (4x4 tiles in the forward and data
+# gradient, 2x2 in the weight gradient) 0.59-1.02x on all 42 such passes (NiN's 96 -> 256 at 27x27,
+# batch 128: 0.87x, 0.85x, and 0.69x its weight gradient; the slowest, GoogLeNet's 7x7 forward at
+# batch 64 and its 16 -> 32 weight gradient, 1.02x), under it 0.97-1.99x (1.99x: a 64-channel
+# 12x12 forward at batch 4, 36 tiles; 1.09x: a batch-1 256-channel 14x14, 16 tiles).
 GPU_LARGE_FIRST_MIN_TILES = {(4, 3): 128, (3, 5): 1, (4, 5): 128}
 GPU_F4_WEIGHT_MIN_TILES = 96
 # The weight gradient's GEMMs unsplit on a GPU: with fewer work-groups of a 64 x 64 tile than this
@@ -201,8 +208,8 @@ class Winograd(Algorithm):
     passes = ("forward", "backward_data", "backward_weight")
     layouts = LAYOUTS  # the transforms read src and write dst with either layout's steps
     description = ("3x3, 5x5 and 7x7 stride-1 layers (any dilation) by Winograd F(4x4, 3x3), F(2x2, 3x3), "
-                   "F(3x3, 5x5), F(2x2, 5x5) or F(2x2, 7x7): transforms around batched GEMMs (4x, 2.25x, 4.6x, "
-                   "2.8x or 3.1x fewer multiplies than a direct sum), the weight gradient too")
+                   "F(4x4, 5x5), F(3x3, 5x5), F(2x2, 5x5) or F(2x2, 7x7): transforms around batched GEMMs (4x, "
+                   "2.25x, 6.25x, 4.6x, 2.8x or 3.1x fewer multiplies than a direct sum), the weight gradient too")
 
     @staticmethod
     def _conv(problem: Problem, m: int = 2) -> dict:

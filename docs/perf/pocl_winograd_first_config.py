@@ -30,12 +30,18 @@ def main(descriptors: list[str]) -> None:
                 config = algorithm.configs(problem, queue.device)[0]
             runs.append((f"{descriptor} {pass_[:5]} {algorithm.name}", planner.prepare(problem, algorithm, config, queue),
                          random_operands(problem, queue)))
-    best = {name: float("inf") for name, _, _ in runs}
-    for _ in range(int(os.environ.get("ROUNDS", 5))):
-        for name, runner, operands in runs:
-            best[name] = min(best[name], time_runner(runner, queue, operands, 5, min) * 1e3)
-    for name, ms in best.items():
+    for name, ms in interleaved_best(queue, runs, int(os.environ.get("ROUNDS", 5)), 5).items():
         print(f"{name:50s} {ms:.3f}")
+
+
+def interleaved_best(queue, runs: list, rounds: int, repeats: int) -> dict[str, float]:
+    """Each (name, runner, operands) of ``runs``: the least kernel ms over ``rounds`` rounds that
+    take every run in turn, each ``time_runner(..., repeats, min)``."""
+    best = {name: float("inf") for name, _, _ in runs}
+    for _ in range(rounds):
+        for name, runner, operands in runs:
+            best[name] = min(best[name], time_runner(runner, queue, operands, repeats, min) * 1e3)
+    return best
 
 
 if __name__ == "__main__":

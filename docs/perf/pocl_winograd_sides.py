@@ -9,26 +9,32 @@ session's runs."""
 import os
 import sys
 
+from pocl_winograd_first_config import interleaved_best  # docs/perf/, beside this script
+
 import clconv
 from clconv import planner
 from clconv.algorithms import REGISTRY
 from clconv.plan import Problem
-from clconv.runtime import profiling_queue, random_operands, time_runner
+from clconv.runtime import profiling_queue, random_operands
 from clconv.tools.shapes import parse_descriptor
-queue = profiling_queue(clconv.default_queue())
-w = REGISTRY["winograd"]
-runs = []
-for d in sys.argv[1:]:
-    for pass_ in os.environ.get("PASSES", "forward,backward_data,backward_weight").split(","):
-        problem = Problem(parse_descriptor(d).geometry, pass_, "float32")
-        configs = w.configs(problem, queue.device)
-        order = w.sides(problem, queue.device)
-        for m in order:
-            c = next(c for c in configs if c["m"] == m)
-            runs.append((f"{d[:40]:40s} {pass_[:6]}{pass_[-2:]} m{m}{'*' if m == order[0] else ' '}", planner.prepare(problem, w, c, queue), random_operands(problem, queue)))
-best = {n: float("inf") for n, _, _ in runs}
-for _ in range(int(os.environ.get("ROUNDS", 4))):
-    for n, r, o in runs:
-        best[n] = min(best[n], time_runner(r, queue, o, 3, min) * 1e3)
-for n, ms in best.items():
-    print(f"{n} {ms:8.3f}")
+
+
+def main(descriptors: list[str]) -> None:
+    queue = profiling_queue(clconv.default_queue())
+    winograd = REGISTRY["winograd"]
+    runs = []
+    for descriptor in descriptors:
+        for pass_ in os.environ.get("PASSES", "forward,backward_data,backward_weight").split(","):
+            problem = Problem(parse_descriptor(descriptor).geometry, pass_, "float32")
+            configs = winograd.configs(problem, queue.device)
+            sides = winograd.sides(problem, queue.device)
+            for m in sides:
+                config = next(c for c in configs if c["m"] == m)
+                name = f"{descriptor[:40]:40s} {pass_[:6]}{pass_[-2:]} m{m}{'*' if m == sides[0] else ' '}"
+                runs.append((name, planner.prepare(problem, winograd, config, queue), random_operands(problem, queue)))
+    for name, ms in interleaved_best(queue, runs, int(os.environ.get("ROUNDS", 4)), 3).items():
+        print(f"{name} {ms:8.3f}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -33,9 +33,9 @@ from .reduce import result_elements, splitk_result, splitk_sum
 # H100s, docs/perf/heuristic_check.py; fitted within each layer-pass, so only the differences
 # between its configurations count; refitted as the runs grow).  Judged on lists it was not fitted
 # to (each list in turn left out of the fit and ranked by the weights of the others) the first
-# configuration ran 1.027x the fastest one timed (1.028x over the first 989); on the 132 layer-passes of the earlier lists that the heuristic gave split-K,
-# about 1.04x, where the order of rules before ran 1.074x
-# (docs/perf/splitk_cost_fit.py).  The terms, each of a tile and its pieces:
+# configuration ran 1.027x the fastest one timed (1.028x over the first 989); on the 132
+# layer-passes of the earlier lists that the heuristic gave split-K, about 1.04x, where the order
+# of rules before ran 1.074x (docs/perf/splitk_cost_fit.py).  The terms, each of a tile and its pieces:
 #  * ``waste``: the log of the work done per useful output (edge_waste): padded tiles compute
 #    zeros.  Not quite proportional (0.84 for the weight gradient): a padded tile loads less.
 #  * ``loads``: the register block's local-memory loads per FMA (local_loads_per_fma: 0.25 for an

@@ -11,7 +11,8 @@ tiles, per unit of sqrt(C R^2) (the scale of a sum of C R^2 unit products).
 
 On 2026-12-04 (64 channels, 500 tiles): F(4x4, 3x3) 1.6e-5 (14x the direct sum's), F(3x3, 5x5)
 2.1e-5 (13x), F(2x2, 7x7) 1.9e-5 (6x); F(3x3, 7x7) with a ninth point 3 or 1/4: 5.2e-4 and 4.8e-4
-(180-195x).
+(180-195x).  On 2026-12-07: F(4x4, 5x5) (kept) 2.7e-5 (16x), F(6x6, 3x3) (tried on PoCL, not kept)
+3.6e-5 (27x).
 """
 from fractions import Fraction
 
@@ -24,6 +25,7 @@ VARIANTS = {
     (3, 5, ""): [0, 1, -1, 2, -2, Fraction(1, 2)],
     (2, 7, ""): [0, 1, -1, 2, -2, Fraction(1, 2), Fraction(-1, 2)],
     (4, 5, ""): [0, 1, -1, 2, -2, Fraction(1, 2), Fraction(-1, 2)],
+    (6, 3, ""): [0, 1, -1, 2, -2, Fraction(1, 2), Fraction(-1, 2)],
     (3, 7, "point 3"): [0, 1, -1, 2, -2, Fraction(1, 2), Fraction(-1, 2), 3],
     (3, 7, "point 1/4"): [0, 1, -1, 2, -2, Fraction(1, 2), Fraction(-1, 2), Fraction(1, 4)],
 }

@@ -800,9 +800,14 @@ CPU_WINOGRAD_MIN_TILES = {"forward": {16: 16}, "backward_data": {4: CPU_WINOGRAD
 # channels with 49 tiles or more (5 layers), tied at 32 tiles (GoogLeNet's 32 -> 96 at 14x14, batch
 # 2: 0.93x, and 1.05x in a bench run), and lost with 16-24 input channels (1.20-1.36x) or 16 tiles
 # (48 -> 128 at 7x7: 1.25x).  With 8 lanes (AVX2, before U was written packed) a 32-channel
-# 5x5 forward ran 1.56x im2col's time: 64 channels there, and no data gradient.
-CPU_WINOGRAD_5X5_MIN_CHANNELS = {"forward": {4: 64, 16: 16}, "backward_data": {16: 32}}
-CPU_WINOGRAD_5X5_DATA_MIN_TILES = 48
+# 5x5 forward ran 1.56x im2col's time: 64 channels there, and no data gradient.  With F(4x4, 5x5)
+# and the transforms' bounded work-groups (2026-12-07, thirty-seventh session; the same machine
+# kind, docs/perf/pocl-f45.txt) the data gradient ran in 0.68-0.81x im2col's time from 16 channels
+# (16 -> 32 and 16 -> 48 at 28x28, 20 -> 32 at 35x35, 24 -> 64 at 14x14: 4 layers), 0.86x at 32
+# tiles (32 -> 96 at 14x14, batch 2), tied at 16 (1.02x) and lost at 8 tiles (1.23x) and with 8
+# channels (1.60x): so from 16 channels and 32 tiles.
+CPU_WINOGRAD_5X5_MIN_CHANNELS = {"forward": {4: 64, 16: 16}, "backward_data": {16: 16}}
+CPU_WINOGRAD_5X5_DATA_MIN_TILES = 32
 
 
 def _lane_entry(table: dict[int, int], lanes: int) -> int:

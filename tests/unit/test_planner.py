@@ -421,9 +421,10 @@ def test_cpu_winograd_needs_tiles_enough_with_16_lanes():
 
 
 def test_cpu_5x5_winograd_minimums_by_lanes():
-    """A 5x5 layer's own minimums (CPU_WINOGRAD_5X5_MIN_CHANNELS): with 16 lanes the forward from 16
-    channels and the data gradient from 32 with CPU_WINOGRAD_5X5_DATA_MIN_TILES (48) 4x4 tiles; with 8
-    lanes the forward from 64 and the data gradient never (measured on AVX2 before U was packed)."""
+    """A 5x5 layer's own minimums (CPU_WINOGRAD_5X5_MIN_CHANNELS): with 16 lanes the forward and the
+    data gradient from 16 channels, the data gradient with CPU_WINOGRAD_5X5_DATA_MIN_TILES (32) 4x4
+    tiles; with 8 lanes the forward from 64 and the data gradient never (measured on AVX2 before U
+    was packed)."""
     from clconv.planner import CPU_WINOGRAD_5X5_DATA_MIN_TILES, _cpu_winograd_pays
 
     device = fake_device(gpu=False, compute_units=2)
@@ -433,15 +434,18 @@ def test_cpu_5x5_winograd_minimums_by_lanes():
     def pays(tag, pass_="forward"):
         return _cpu_winograd_pays(Problem(geometry(tag), pass_, "float32"), device)
 
-    assert CPU_WINOGRAD_5X5_DATA_MIN_TILES == 48
+    assert CPU_WINOGRAD_5X5_DATA_MIN_TILES == 32
     original = limits.of(device)
     try:
         limits.register(device, avx512)
         assert pays("n2g1c16o32i28x28k5x5s1x1p2x2d1x1")                       # GoogLeNet's: 0.91x im2col's time
         assert not pays("n2g1c8o32i28x28k5x5s1x1p2x2d1x1")
-        assert not pays("n2g1c16o32i28x28k5x5s1x1p2x2d1x1", "backward_data")  # 16 channels: 1.20x
+        assert pays("n4g1c16o32i28x28k5x5s1x1p2x2d1x1", "backward_data")      # 16 channels: 0.77x (F(4x4, 5x5))
+        assert not pays("n4g1c8o16i28x28k5x5s1x1p2x2d1x1", "backward_data")   # 8 channels: 1.60x
         assert pays("n2g1c48o64i17x17k5x5s1x1p2x2d1x1", "backward_data")      # 50 tiles: 0.73x
-        assert not pays("n2g1c32o96i14x14k5x5s1x1p2x2d1x1", "backward_data")  # 32 tiles: 0.93x, 1.05x
+        assert pays("n2g1c32o96i14x14k5x5s1x1p2x2d1x1", "backward_data")      # 32 tiles: 0.86x
+        assert not pays("n1g1c32o32i14x14k5x5s1x1p2x2d1x1", "backward_data")  # 16 tiles: 1.02x
+        assert not pays("n2g1c48o128i7x7k5x5s1x1p2x2d1x1", "backward_data")   # 8 tiles: 1.23x
         assert pays("n1g1c64o192i27x27k5x5s1x1p2x2d1x1", "backward_data")     # AlexNet's, 49 tiles: 0.56x
         assert not pays("n4g1c48o128i7x7k5x5s1x1p2x2d1x1", "backward_data")   # 16 tiles: 1.25x
         assert not pays("n2g1c48o64i17x17k5x5s1x1p2x2d1x1", "backward_weight")

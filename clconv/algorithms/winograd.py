@@ -181,11 +181,13 @@ CPU_MIN_ROW = 16
 CPU_GROUP_ITEMS = 512
 
 
-def cpu_work_group(row_width: int, rows: int) -> tuple[int, int]:
+def cpu_work_group(row_width: int, rows: int, fit: limits.Limits) -> tuple[int, int]:
     """The work-group of a CPU launch of ``row_width`` x ``rows`` work-items: a whole row (or the
-    largest divisor of it within CPU_GROUP_ITEMS), then as many rows as keep it within that."""
-    across = max(d for d in range(1, min(row_width, CPU_GROUP_ITEMS) + 1) if row_width % d == 0)
-    down = max(d for d in range(1, min(rows, CPU_GROUP_ITEMS // across) + 1) if rows % d == 0)
+    largest divisor of it within CPU_GROUP_ITEMS and the device's limits), then as many rows as keep
+    it within them."""
+    most = min(CPU_GROUP_ITEMS, fit.work_group)
+    across = max(d for d in range(1, min(row_width, most, fit.work_item_sizes[0]) + 1) if row_width % d == 0)
+    down = max(d for d in range(1, min(rows, most // across, fit.work_item_sizes[1]) + 1) if rows % d == 0)
     return across, down
 
 
@@ -466,8 +468,8 @@ class Winograd(Algorithm):
         source_role, other_role, other_space = ("x", "dy", "ydy") if weight_grad else (problem.spec.inputs[0], "w", "u")
         # on a CPU whose transforms run in vectors, work-groups of at most CPU_GROUP_ITEMS
         transforms_rows, output_rows = g.groups * conv["CIN"] + other_rows, g.groups * conv["COUT"]
-        transforms_group, output_group = ((cpu_work_group(row_width, transforms_rows), cpu_work_group(row_width, output_rows))
-                                          if vt > 1 else (None, None))
+        transforms_group, output_group = ((cpu_work_group(row_width, transforms_rows, fit),
+                                           cpu_work_group(row_width, output_rows, fit)) if vt > 1 else (None, None))
         transforms = call(src, "clc_wino_transforms", (row_width, transforms_rows), transforms_group,
                           Arg(source_role), Arg(other_role), Arg("v", with_offset=False),
                           Arg(other_space, with_offset=False))

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from clconv import limits
 from clconv.algorithms import REGISTRY
 from clconv.algorithms.winograd import (CPU_GROUP_ITEMS, F4_MIN_TILES, GPU_F4_WEIGHT_MIN_TILES,
                                          GPU_LARGE_FIRST_MIN_TILES, MIN_TILES, SIDES, TRANSFORMS, cpu_work_group)
@@ -156,17 +157,23 @@ def test_a_cpu_takes_f4x4_5x5_from_its_own_count(tag, pass_, first):
 def test_the_cpu_work_group_of_the_transforms_stays_bounded(m, r):
     """winograd.cpu_work_group: whole rows (or a divisor) and as many rows as keep it within
     CPU_GROUP_ITEMS; PoCL's own choice overran its stack with F(4x4, 5x5) (a segfault)."""
-    for row_width, rows in [(25, 256), (41, 352), (16, 97), (648, 1), (1024, 8), (13, 13)]:
-        across, down = cpu_work_group(row_width, rows)
-        assert row_width % across == 0 and rows % down == 0 and across * down <= CPU_GROUP_ITEMS
-    assert cpu_work_group(25, 256) == (25, 16) and cpu_work_group(1024, 8) == (512, 1)
-    problem = Problem(geometry(f"n8g1c16o256i27x27k{r}x{r}s1x1p{r // 2}x{r // 2}d1x1"), "forward", "float32")
     cpu = fake_device(gpu=False, compute_units=2, float_lanes=16)
+    small = fake_device(gpu=False, compute_units=2, float_lanes=16, work_group=128)  # a device's own, lower limit
+    for device, most in [(cpu, CPU_GROUP_ITEMS), (small, 128)]:
+        fit = limits.of(device)
+        for row_width, rows in [(25, 256), (41, 352), (16, 97), (648, 1), (1024, 8), (13, 13)]:
+            across, down = cpu_work_group(row_width, rows, fit)
+            assert row_width % across == 0 and rows % down == 0 and across * down <= most
+    assert cpu_work_group(25, 256, limits.of(cpu)) == (25, 16) and cpu_work_group(1024, 8, limits.of(cpu)) == (512, 1)
+    assert cpu_work_group(25, 256, limits.of(small)) == (25, 4)
+    problem = Problem(geometry(f"n8g1c16o256i27x27k{r}x{r}s1x1p{r // 2}x{r // 2}d1x1"), "forward", "float32")
     winograd = REGISTRY["winograd"]
-    config = next(c for c in winograd.configs(problem, cpu) if c["m"] == m)
-    for call in winograd.plan(problem, config, cpu).calls:
-        if call.entry in ("clc_wino_transforms", "clc_wino_output"):
-            assert call.local_size is not None and call.local_size[0] * call.local_size[1] <= CPU_GROUP_ITEMS
+    for device in (cpu, small):
+        config = next(c for c in winograd.configs(problem, device) if c["m"] == m)
+        for call in winograd.plan(problem, config, device).calls:
+            if call.entry in ("clc_wino_transforms", "clc_wino_output"):
+                assert call.local_size is not None and limits.of(device).fits(call.local_size)
+                assert call.local_size[0] * call.local_size[1] <= CPU_GROUP_ITEMS
 
 
 @pytest.mark.parametrize("tag, tile", [

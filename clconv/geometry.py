@@ -130,6 +130,12 @@ class ConvGeometry:
         return math.prod(self.out_size)
 
     @property
+    def batch_out_pixels(self) -> int:
+        """Output pixels over the whole batch: the products a weight gradient sums per weight, and
+        the columns of the forward's GEMM."""
+        return self.batch * self.out_pixels
+
+    @property
     def input_elements(self) -> int:
         return self.batch * self.in_channels * self.in_pixels
 

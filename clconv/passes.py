@@ -80,7 +80,7 @@ class Pass:
             return g.cin_per_group * g.kernel_volume
         if self.name == "backward_data":
             return g.cout_per_group * g.kernel_volume
-        return g.batch * g.out_pixels
+        return g.batch_out_pixels
 
     def result_is_activation(self) -> bool:
         """Whether the result has a batch dimension (an unbatched call drops it)."""

@@ -378,7 +378,7 @@ def _unfilled_forward_to_splitk(problem: Problem, device: cl.Device) -> bool:
     if not (problem.pass_ == "forward" and g.groups == 1 and g.kernel_volume > 1 and problem.layout == CHANNELS_FIRST
             and g.reduction_length >= SPLITK_FORWARD_MIN_CONTRACTION and g.flops > SPLITK_FORWARD_FLOPS[1]):
         return False
-    return _unfilled_tiles(g.out_channels, g.batch * g.out_pixels) < limits.of(device).compute_units
+    return _unfilled_tiles(g.out_channels, g.batch_out_pixels) < limits.of(device).compute_units
 
 
 # The square tile the unfilled rules count a result in (_unfilled_tiles: the middle of the GPU tiles)
@@ -462,7 +462,7 @@ def _short_weight_gradient(problem: Problem) -> bool:
     kernel was the best."""
     g = problem.geometry
     low, high = SHORT_WEIGHT_PRODUCTS
-    return (low <= g.batch * g.out_pixels <= high and g.flops <= WEIGHT_GRADIENT_MIN_FLOPS
+    return (low <= g.batch_out_pixels <= high and g.flops <= WEIGHT_GRADIENT_MIN_FLOPS
             and problem.pass_ == "backward_weight" and bool(weight_blocks(problem)))
 
 
@@ -486,7 +486,7 @@ def _small_depthwise_weight_gradient(problem: Problem) -> bool:
     list's MicroNet 1x3 (50176 products, 29 MFLOP) in 1.32x the depthwise kernel's time: FLOPs do
     not tell the slices' length."""
     g = problem.geometry
-    return (problem.pass_ == "backward_weight" and _depthwise(g) and g.batch * g.out_pixels <= SMALL_DEPTHWISE_PRODUCTS
+    return (problem.pass_ == "backward_weight" and _depthwise(g) and g.batch_out_pixels <= SMALL_DEPTHWISE_PRODUCTS
             and g.kernel_volume <= SMALL_DEPTHWISE_TAPS and bool(weight_blocks(problem)))
 
 
@@ -542,7 +542,7 @@ def _full_weight_gemm(problem: Problem) -> bool:
     g = problem.geometry
     return (problem.pass_ == "backward_weight" and g.cout_per_group >= WEIGHT_BLOCK_ROWS
             and g.cin_per_group * g.kernel_volume >= WEIGHT_BLOCK_ROWS
-            and g.batch * g.out_pixels > ONE_CHANNEL_BLOCKS_MAX_CONTRACTION)
+            and g.batch_out_pixels > ONE_CHANNEL_BLOCKS_MAX_CONTRACTION)
 
 
 def _blocks_reuse(problem: Problem) -> bool:
@@ -559,7 +559,7 @@ def _blocks_reuse(problem: Problem) -> bool:
     gradient's exception holds up to ONE_CHANNEL_BLOCKS_MAX_CONTRACTION."""
     g = problem.geometry
     return weight_blocks(problem)[0][0] > 1 or (g.flops <= WEIGHT_GRADIENT_MIN_FLOPS
-                                                and g.batch * g.out_pixels <= ONE_CHANNEL_BLOCKS_MAX_CONTRACTION)
+                                                and g.batch_out_pixels <= ONE_CHANNEL_BLOCKS_MAX_CONTRACTION)
 
 
 # The longest contraction (batch x output pixels) over which a small weight gradient takes direct's

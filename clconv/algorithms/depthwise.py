@@ -38,7 +38,7 @@ class DepthwiseWgrad(Algorithm):
 
     def configs(self, problem, device):
         g = problem.geometry
-        total = g.batch * g.out_pixels
+        total = g.batch_out_pixels
         fit = limits.of(device)
         out = []
         for wg in (256, 128, 64, 32, 16, 8):

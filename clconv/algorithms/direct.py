@@ -145,7 +145,7 @@ def block_slices(problem: Problem, device, cob: int, cib: int, wg: int, waves: f
     if waves is None:
         waves = BLOCK_WAVES * BLOCK_REF_SUMS / max(BLOCK_REF_SUMS, cob * cib * g.kernel_volume)
     wanted = math.ceil(waves * limits.of(device).compute_units / block_count(g, cob, cib, lanes))
-    slices = max(1, min(wanted, g.batch * g.out_pixels * lanes // (wg * BLOCK_MIN_TERMS), 1024))
+    slices = max(1, min(wanted, g.batch_out_pixels * lanes // (wg * BLOCK_MIN_TERMS), 1024))
     if slices > 1 and slices * g.weight_elements * problem.itemsize > settings.workspace_limit(device):
         slices = 1
     return slices

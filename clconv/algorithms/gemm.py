@@ -1233,7 +1233,7 @@ def strided_pointwise_data_shape(g: ConvGeometry) -> GemmShape:
     of ``backward_data_shape`` would run the GEMM over every input pixel, s^2 - 1 of every s^2 of
     them sums of stride holes."""
     return GemmShape(
-        M=g.cin_per_group, N=g.batch * g.out_pixels, K=g.cout_per_group,
+        M=g.cin_per_group, N=g.batch_out_pixels, K=g.cout_per_group,
         a_view="a_weight_bwd_data", b_view="b_grad_output_cols", c_view="c_nchw_scatter",
         a_kfast=False, b_nfast=True, a={}, b={},  # one tap: the weight's input channels are contiguous
         c={"M": g.cin_per_group},

@@ -257,7 +257,7 @@ class Winograd(Algorithm):
         has one output per 2x2 tile in the forward (0.77), and its data gradient runs the 7x7 kernel
         over a 1x1 dy padded by 6: 16 tiles of 64 products an image for 49 taps of work (0.05)."""
         g = problem.geometry
-        return g.batch * g.out_pixels * g.kernel_volume / min(self.gemm_work(problem, m) for m in SIDES[kernel_side(problem)])
+        return g.batch_out_pixels * g.kernel_volume / min(self.gemm_work(problem, m) for m in SIDES[kernel_side(problem)])
 
     def _shape(self, problem: Problem, conv: dict, ksplit: int = 0) -> GemmShape:
         """The GEMMs, G * ALPHA^2 of them: forward and data gradient M[t] = U[t] V[t] (C_out x tiles,

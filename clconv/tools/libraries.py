@@ -77,7 +77,7 @@ def numpy_im2col_forward(g: ConvGeometry, x: np.ndarray, w: np.ndarray) -> np.nd
     # (N, C, *out, *k) -> (G, CI * KV, N * OP): the column matrix
     cols = np.ascontiguousarray(np.moveaxis(windows, 1, 1 + nd).reshape(
         g.batch, g.out_pixels, g.groups, g.cin_per_group * g.kernel_volume).transpose(2, 3, 0, 1)).reshape(
-        g.groups, g.cin_per_group * g.kernel_volume, g.batch * g.out_pixels)
+        g.groups, g.cin_per_group * g.kernel_volume, g.batch_out_pixels)
     wm = w.reshape(g.groups, g.cout_per_group, -1)
     y = np.matmul(wm, cols)  # (G, CO, N * OP)
     return y.reshape(g.groups, g.cout_per_group, g.batch, g.out_pixels).transpose(2, 0, 1, 3).reshape(g.output_shape)

@@ -171,8 +171,10 @@ def _blocks_under_a_wave(problem: Problem, device, config: dict) -> bool:
     80 in 1.10x; at 160 and 240 channels the blocks won (GhostNetV2's 1x5, 0.75x; EfficientNet's
     batch-1 5x5, 0.48x; docs/perf/heuristic_check.py).  Not measured on other layers: depthwise only."""
     g = problem.geometry
+    if not grouped_depthwise(g):
+        return False
     work_groups = block_count(g, config["cob"], config["cib"], config.get("lanes", 1)) * config["slices"]
-    return grouped_depthwise(g) and work_groups < limits.of(device).compute_units <= g.weight_elements
+    return work_groups < limits.of(device).compute_units <= g.weight_elements
 
 
 def block_configs(problem: Problem, device) -> list[dict]:

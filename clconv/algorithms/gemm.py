@@ -457,14 +457,21 @@ GATHER_VIEWS = {"b_input_unfold": "x", "a_input_unfold": "x", "b_input_unfold_t"
                 "b_grad_output_gather": "dy", "a_grad_output_gather": "dy"}
 
 
+def _gathered_view(shape: "GemmShape") -> tuple[str, str] | None:
+    """("b" or "a", its view) of the operand a GEMM gathers through an implicit im2col or col2im,
+    B looked at first; None where it gathers none."""
+    return next(((side, view) for side, view in (("b", shape.b_view), ("a", shape.a_view)) if view in GATHER_VIEWS),
+                None)
+
+
 def gathered_channels(problem: Problem, shape: "GemmShape") -> int:
     """The channels (a group's) of the operand a GEMM gathers through an implicit im2col or col2im
     (the input's, or dy's), each gathered at every tap; 0 where it gathers none."""
+    gathered = _gathered_view(shape)
+    if gathered is None:
+        return 0
     g = problem.geometry
-    for view in (shape.b_view, shape.a_view):
-        if view in GATHER_VIEWS:
-            return g.cin_per_group if GATHER_VIEWS[view] == "x" else g.cout_per_group
-    return 0
+    return g.cin_per_group if GATHER_VIEWS[gathered[1]] == "x" else g.cout_per_group
 
 
 def gathered_operand(problem: Problem, shape: "GemmShape") -> str:
@@ -473,9 +480,10 @@ def gathered_operand(problem: Problem, shape: "GemmShape") -> str:
     the forward's and data gradient's contraction, the weight gradient's columns); "" for other
     GEMMs, and for a 1x1 kernel's (whose gather is a plain strided read: no taps, no padding)."""
     g = problem.geometry
-    if g.is_pointwise or gathered_channels(problem, shape) * g.kernel_volume > SHORT_CONTRACTION:
+    gathered = _gathered_view(shape)
+    if gathered is None or g.is_pointwise or gathered_channels(problem, shape) * g.kernel_volume > SHORT_CONTRACTION:
         return ""
-    return next((side for side, view in (("b", shape.b_view), ("a", shape.a_view)) if view in GATHER_VIEWS), "")
+    return gathered[0]
 
 
 # The least shortfall of work-groups (compute units over tiles) that gather_rank ranks a tile by

@@ -466,11 +466,10 @@ class Winograd(Algorithm):
                      BT=bt, G=gm, AT=at, VT=vt, SUM_FILTERS=sum_filters, SUM_PARTS=sum_parts, RV=row_vector,
                      PACK_WM=tile["WM"] if packed_rows else 0, **conv)
         source_role, other_role, other_space = ("x", "dy", "ydy") if weight_grad else (problem.spec.inputs[0], "w", "u")
-        # on a CPU whose transforms run in vectors, work-groups of at most CPU_GROUP_ITEMS
-        transforms_rows, output_rows = g.groups * conv["CIN"] + other_rows, g.groups * conv["COUT"]
-        transforms_group, output_group = ((cpu_work_group(row_width, transforms_rows, fit),
-                                           cpu_work_group(row_width, output_rows, fit)) if vt > 1 else (None, None))
-        transforms = call(src, "clc_wino_transforms", (row_width, transforms_rows), transforms_group,
+        # on a CPU whose transforms run in vectors, work-groups of at most CPU_GROUP_ITEMS (cpu_work_group)
+        transforms_rows = g.groups * conv["CIN"] + other_rows
+        transforms = call(src, "clc_wino_transforms", (row_width, transforms_rows),
+                          cpu_work_group(row_width, transforms_rows, fit) if vt > 1 else None,
                           Arg(source_role), Arg(other_role), Arg("v", with_offset=False),
                           Arg(other_space, with_offset=False))
         if weight_grad:
@@ -485,7 +484,9 @@ class Winograd(Algorithm):
         else:
             result_role = problem.spec.result  # x -> y, or dy -> dx
             gemm, gemm_spaces = gemm_calls(problem, shape, tile, index, "u", "v", "m")
-            finish = call(src, "clc_wino_output", (row_width, output_rows), output_group,
+            output_rows = g.groups * conv["COUT"]
+            finish = call(src, "clc_wino_output", (row_width, output_rows),
+                          cpu_work_group(row_width, output_rows, fit) if vt > 1 else None,
                           Arg("m", with_offset=False), *epilogue_args(problem, result_role),
                           Arg(result_role, align=row_vector or 1))
         return Plan(problem, self.name, config, (transforms, *gemm, finish), {**spaces, **gemm_spaces})

@@ -61,7 +61,8 @@ from .gemm import (
 from .splitk import SplitK
 
 # The transform matrices (B^T, G, A^T) of F(MxM, RxR) by (M, R), from the interpolation points 0, 1,
-# -1 and infinity (ALPHA = 4), 0, +-1, +-2 and infinity (ALPHA = 6) and those and 1/2 (ALPHA = 7):
+# -1 and infinity (ALPHA = 4), 0, +-1, +-2 and infinity (ALPHA = 6), those and 1/2 (ALPHA = 7) and
+# those and -1/2 (ALPHA = 8):
 # y = A^T [(G g) . (B^T d)] is the correlation of d with g, a length-R filter over M + R - 1 inputs
 # (checked in tests/unit/test_winograd_matrices.py).  F(2, 5) and F(4, 3) share their points and so
 # B^T; G's rows are the powers of each point up to R - 1 over the product of its differences from
@@ -111,13 +112,36 @@ TRANSFORMS = {
               (2 / 45, -1 / 45, 1 / 90, -1 / 180, 1 / 360), (0, 0, 0, 0, 1 / 4)),
              ((1, 1, 1, 1, 1, 8, 8, 0), (0, 1, -1, 2, -2, 4, -4, 0), (0, 1, 1, 4, 4, 2, 2, 0),
               (0, 1, -1, 8, -8, 1, -1, 1))),
+    # F(2x2, 7x7)'s points and so its B^T (as F(4x4, 5x5)); A^T's +-1/2 columns times 32 and G's
+    # rows a 32nd (exact), so that A^T is integers
+    (6, 3): (((-4, 0, 21, 0, -21, 0, 4, 0), (0, 4, 4, -17, -17, 4, 4, 0), (0, -4, 4, 17, -17, -4, 4, 0),
+              (0, 2, 1, -10, -5, 8, 4, 0), (0, -2, 1, 10, -5, -8, 4, 0), (0, 4, 8, -5, -10, 1, 2, 0),
+              (0, -4, 8, 5, -10, -1, 2, 0), (0, -4, 0, 21, 0, -21, 0, 4)),
+             ((-1 / 4, 0, 0), (-1 / 18, -1 / 18, -1 / 18), (-1 / 18, 1 / 18, -1 / 18),
+              (1 / 360, 1 / 180, 1 / 90), (1 / 360, -1 / 180, 1 / 90), (1 / 90, 1 / 180, 1 / 360),
+              (1 / 90, -1 / 180, 1 / 360), (0, 0, 1 / 4)),
+             ((1, 1, 1, 1, 1, 32, 32, 0), (0, 1, -1, 2, -2, 16, -16, 0), (0, 1, 1, 4, 4, 8, 8, 0),
+              (0, 1, -1, 8, -8, 4, -4, 0), (0, 1, 1, 16, 16, 2, 2, 0), (0, 1, -1, 32, -32, 1, -1, 1))),
 }
 # The tile sides M of each kernel side R, the smaller first; ``sides`` puts the larger first where its
 # GEMMs are not starved.  A 7x7 kernel has one: F(3x3, 7x7) needs a ninth point (3 or 1/4), and
 # with it carried 26-28x F(2x2, 7x7)'s rounding error in a float32 model of the transforms
 # (docs/perf/winograd_error_model.py: 4.8-5.2e-4 against 1.9e-5 per unit of a direct sum's
 # scale), where the other variants carry 1.6-2.1e-5
-SIDES = {3: (2, 4), 5: (2, 3, 4), 7: (2,)}
+SIDES = {3: (2, 4, 6), 5: (2, 3, 4), 7: (2,)}
+# Sides that come first only in a GPU's weight gradient, by the fewest of their own tiles; elsewhere
+# they come after the others, so that tuning measures them.  F(6x6, 3x3) (5.1x fewer multiplies than a direct sum against F(4x4,
+# 3x3)'s 4x, with 0.8x its workspace bytes) ran the weight gradient in 0.72-1.06x F(4x4, 3x3)'s
+# best time on an H100 (13 layers of 64-512 channels at 12x12 to 224x224, geomean 0.89: its first
+# configuration against F(4x4, 3x3)'s fastest; docs/perf/gpu38/fresh-f63.json), where its 64
+# smaller GEMMs over the tiles contract the same work with fewer tiles to transform.  In the forward
+# and data gradient it ran 0.90-1.18x F(4x4, 3x3)'s time there (faster on 10 of 26: output sides
+# that 6 divides and 512 channels), and on PoCL 1.06-1.86x in 5 of 6 layers (docs/perf/pocl-f63-tried.txt)
+# and 0.82-1.13x in the weight gradient (docs/perf/pocl-f63-wgrad.txt).
+# It comes first there from 128 of its own tiles (the GEMMs' contraction; the fewest measured:
+# 512 channels at 12x12, batch 32, and at 48x48, batch 2, both 0.94x): with few tiles the weight
+# gradient's GEMMs are bound by writing their products, 64 matrices of C_out x C_in against 36.
+GPU_WEIGHT_ONLY_SIDES = {(6, 3): 128}
 
 
 # The fewest tiles over the batch for the larger GEMMs: where F(4x4, 3x3) comes first (``sides``),
@@ -209,9 +233,10 @@ class Winograd(Algorithm):
     name = "winograd"
     passes = ("forward", "backward_data", "backward_weight")
     layouts = LAYOUTS  # the transforms read src and write dst with either layout's steps
-    description = ("3x3, 5x5 and 7x7 stride-1 layers (any dilation) by Winograd F(4x4, 3x3), F(2x2, 3x3), "
-                   "F(4x4, 5x5), F(3x3, 5x5), F(2x2, 5x5) or F(2x2, 7x7): transforms around batched GEMMs (4x, "
-                   "2.25x, 6.25x, 4.6x, 2.8x or 3.1x fewer multiplies than a direct sum), the weight gradient too")
+    description = ("3x3, 5x5 and 7x7 stride-1 layers (any dilation) by Winograd F(6x6, 3x3), F(4x4, 3x3), "
+                   "F(2x2, 3x3), F(4x4, 5x5), F(3x3, 5x5), F(2x2, 5x5) or F(2x2, 7x7): transforms around batched "
+                   "GEMMs (5.1x, 4x, 2.25x, 6.25x, 4.6x, 2.8x or 3.1x fewer multiplies than a direct sum), the "
+                   "weight gradient too")
 
     @staticmethod
     def _conv(problem: Problem, m: int = 2) -> dict:
@@ -330,7 +355,7 @@ class Winograd(Algorithm):
         """The tile sides M in the order their configs come.  A larger tile (F(4x4, 3x3): 4x fewer
         multiplies than a direct sum and 2.25x fewer workspace bytes than F(2x2, 3x3); F(3x3, 5x5):
         5.4 multiplies per output against F(2x2, 5x5)'s 9, 0.6x its bytes; F(4x4, 5x5): 4, 0.8x
-        F(3x3, 5x5)'s bytes) comes before a smaller one where it does less GEMM work and its GEMMs
+        F(3x3, 5x5)'s bytes; F(6x6, 3x3): 1.8, 0.8x F(4x4, 3x3)'s bytes) comes before a smaller one where it does less GEMM work and its GEMMs
         are not starved (:meth:`fed`); the sides so fed come by their GEMM work (the larger side first
         at equal work), then the starved ones, the smaller first.  A dilated layer's phases of a
         row or two each make the larger tile's work the larger (DeepLab's 3x3 at dilation 18 on
@@ -348,11 +373,14 @@ class Winograd(Algorithm):
         own tiles (their GEMMs' columns: CPU_LARGE_FIRST_MIN_TILES on a CPU, GPU_LARGE_FIRST_MIN_TILES
         on a GPU, by variant), in the weight gradient from a count of 2x2 tiles (its contraction: MIN_TILES,
         GPU_F4_WEIGHT_MIN_TILES).  With fewer, the smaller tiles' 1.8-4x more tiles fill the device
-        better (measured on an H200 and PoCL, docs/performance.md)."""
+        better (measured on an H200 and PoCL, docs/performance.md).  GPU_WEIGHT_ONLY_SIDES are fed
+        in a GPU's weight gradient only, from a count of their own tiles."""
         r = kernel_side(problem)
         if m == SIDES[r][0]:
             return True
         gpu = limits.of(device).gpu
+        if (m, r) in GPU_WEIGHT_ONLY_SIDES:
+            return gpu and problem.pass_ == "backward_weight" and self.tiles(problem, m) >= GPU_WEIGHT_ONLY_SIDES[m, r]
         if problem.pass_ == "backward_weight":
             return self.tiles(problem, 2) >= (GPU_F4_WEIGHT_MIN_TILES if gpu else MIN_TILES)
         return self.tiles(problem, m) >= (GPU_LARGE_FIRST_MIN_TILES if gpu else CPU_LARGE_FIRST_MIN_TILES)[m, r]

@@ -10,6 +10,10 @@
 #   PART=unseen20 bash docs/perf/h100_thirtyeighth.sh
 #       docs/perf/h200-unseen20-layers.txt tuned and re-timed, then its stream of default calls
 #       against cuDNN, this tree (fresh-unseen20.json, stream-unseen20.json)
+#   PART=f63ab [ROUNDS=2] bash docs/perf/h100_thirtyeighth.sh
+#       the weight gradients of docs/perf/h100-f63-ab-layers.txt (`clconv bench --check --passes
+#       backward_weight`), this tree (F(6x6, 3x3) first in GPU weight gradients) and .ab/s38 (the
+#       session's start, dba5e4e) alternating (f63-streams.json)
 # Everything lands in $OUT.
 . docs/perf/gpu_ab.sh  # root, tree SIDE, merge_json, list_runs, ab_rounds; the GPU's environment and name
 if [ "$PART" = f63 ]; then
@@ -21,6 +25,10 @@ if [ "$PART" = f63 ]; then
     echo "fresh exit $?"; tail -2 $OUT/fresh-f63.log
     python3 $root/docs/perf/winograd_sides.py $OUT/fresh-f63.json | tail -4
     BASE=pre20 ab_rounds "mb64ic24ih14oc64oh14kh5ph2 mb32ic16ih28oc32oh28kh5ph2" "$OUT/googlenet-streams.json" 60
+fi
+if [ "$PART" = f63ab ]; then
+    cd /tmp
+    BASE=s38 ab_rounds "$root/docs/perf/h100-f63-ab-layers.txt --passes backward_weight" "$OUT/f63-streams.json" 130
 fi
 if [ "$PART" = unseen20 ]; then
     cd /tmp

@@ -155,6 +155,17 @@ SETS = {  # name: (shape specs, batch override, tuning run)
     # GPU count (128 4x4 tiles) guessed; tuned on an H100 the same way (gpu37/fresh-f45.json): F(4x4,
     # 5x5) in 0.834x F(3x3, 5x5)'s time over 46 layer-passes (faster on 41)
     "f45": ([str(HERE / "h200-f45-layers.txt")], None, "h100-tune-f45.json"),
+    # written on 2026-12-07 (thirty-eighth session) at its start, before any of its changes and before
+    # it was measured; tuned on an H100 the same way (gpu38/fresh-unseen20.json): 1.045x the tuning
+    # run's winner as found, 1.039x re-timed (worst 1.64x: DeepMedic's unpadded 3x3x3 40 -> 40
+    # forward in implicit_gemm's 32x32 tile, split-K's 64x64 in two pieces 0.61x its time)
+    "unseen20": ([str(HERE / "h200-unseen20-layers.txt")], None, "h100-tune-unseen20.json"),
+    # 13 stride-1 3x3 layers, written on 2026-12-07 (thirty-eighth session) to measure F(6x6, 3x3)
+    # against the other tile sides, with it added as a third side first wherever its GEMM work was
+    # least (.ab/f63); tuned on an H100 the same way (gpu38/fresh-f63.json): the weight gradient's
+    # first F(6x6, 3x3) configuration 0.72-1.06x F(4x4, 3x3)'s fastest (geomean 0.89), the forward
+    # and data gradient 0.90-1.18x
+    "f63": ([str(HERE / "h100-f63-layers.txt")], None, "h100-tune-f63.json"),
 }
 
 # Runs that re-timed every tile of some layer-passes after their kernel changed: their times replace

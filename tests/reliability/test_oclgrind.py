@@ -201,10 +201,11 @@ def child(which: str, every_config: bool) -> int:
     for pass_ in PASSES:
         for layout in ("channels_first", "channels_last"):
             problem = Problem(geometry("n1g2c4o6i7x6k3x3s1x1p1x1d1x1"), pass_, "float32", layout=layout)
-            config = next(c for c in winograd.configs(problem, queue.device) if c["m"] == 4)
-            run_prepared(queue, rng, problem, winograd, config)
-            note(f"winograd m=4 {pass_} {layout}")
-            runs += 1
+            for m in (4, 6):  # F(6x6, 3x3): 8x8 patches, one tile a row and column, cut off
+                config = next(c for c in winograd.configs(problem, queue.device) if c["m"] == m)
+                run_prepared(queue, rng, problem, winograd, config)
+                note(f"winograd m={m} {pass_} {layout}")
+                runs += 1
     # and F(2x2, 5x5) and F(3x3, 5x5) on a dilated layer: patches that reach past the padding by
     # the dilation, phases of unequal sizes (3x3 tiles cut off at their edges), the data gradient's
     # padding of dilation * 4 - pad

@@ -92,11 +92,35 @@ def test_the_larger_tile_comes_first_where_its_gemms_stay_large(tag, pass_, firs
     winograd = REGISTRY["winograd"]
     configs = winograd.configs(problem, H200_LIKE)
     assert configs[0]["m"] == first
-    assert {c["m"] for c in configs[:2]} == set(SIDES[3])  # tuning's first candidates measure both
+    assert {c["m"] for c in configs[:3]} == set(SIDES[3])  # tuning's first candidates measure every side
     if pass_ == "backward_weight":
         assert (winograd.tiles(problem, 2) >= GPU_F4_WEIGHT_MIN_TILES) == (first == 4)
     else:
         assert (winograd.tiles(problem, 4) >= GPU_LARGE_FIRST_MIN_TILES[4, 3]) == (first == 4)
+
+
+@pytest.mark.parametrize("tag, pass_, first", [
+    ("n32g1c64o64i56x56k3x3s1x1p1x1d1x1", "backward_weight", 6),   # 3200 6x6 tiles: 0.94x F(4x4, 3x3)'s time
+    ("n32g1c256o256i14x14k3x3s1x1p1x1d1x1", "backward_weight", 6),  # 288, the GEMM work tied: 0.90x
+    ("n2g1c512o512i48x48k3x3s1x1p1x1d1x1", "backward_weight", 6),  # 128: 0.94x
+    ("n2g1c512o512i14x14k3x3s1x1p1x1d1x1", "backward_weight", 4),  # 18: too few to contract over
+    ("n32g1c512o512i7x7k3x3s1x1p1x1d1x1", "backward_weight", 4),   # 128, but 1.8x F(4x4, 3x3)'s GEMM work
+    ("n8g1c64o64i96x96k3x3s1x1p1x1d1x1", "forward", 4),            # 1.00x in the forward: never first there
+    ("n2g1c512o512i48x48k3x3s1x1p1x1d1x1", "backward_data", 4),    # 0.96x (not enough to rely on)
+])
+def test_f6x6_comes_first_only_in_a_gpu_weight_gradient(tag, pass_, first):
+    """F(6x6, 3x3) first in a GPU's weight gradient from GPU_WEIGHT_ONLY_SIDES of its tiles, where its
+    GEMM work is the least (the comments: H100 runs, docs/perf/gpu38/fresh-f63.json); after the
+    other sides in the forward and data gradient and on a CPU, where tuning still measures it."""
+    problem = Problem(geometry(tag), pass_, "float32")
+    winograd = REGISTRY["winograd"]
+    configs = winograd.configs(problem, H200_LIKE)
+    assert configs[0]["m"] == first
+    assert {c["m"] for c in configs[:3]} == {2, 4, 6}
+    if pass_ != "backward_weight":
+        assert winograd.sides(problem, H200_LIKE)[-1] == 6
+    cpu = fake_device(gpu=False, compute_units=2)
+    assert winograd.sides(problem, cpu)[-1] == 6
 
 
 @pytest.mark.parametrize("tag, pass_, first", [

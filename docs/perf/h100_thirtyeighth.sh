@@ -14,6 +14,11 @@
 #       the weight gradients of docs/perf/h100-f63-ab-layers.txt (`clconv bench --check --passes
 #       backward_weight`), this tree (F(6x6, 3x3) first in GPU weight gradients) and .ab/s38 (the
 #       session's start, dba5e4e) alternating (f63-streams.json)
+#   PART=tiles3d bash docs/perf/h100_thirtyeighth.sh
+#       every GPU tile of the implicit GEMM's forward on docs/perf/h100-3d-tiles-layers.txt
+#       (gemm_all_tiles.py --only implicit_gemm:forward: tiles3d.json)
+#   PART=gpuset bash docs/perf/h100_thirtyeighth.sh
+#       the GPU set's stream of default calls against cuDNN, this tree (stream-gpu.json)
 # Everything lands in $OUT.
 . docs/perf/gpu_ab.sh  # root, tree SIDE, merge_json, list_runs, ab_rounds; the GPU's environment and name
 if [ "$PART" = f63 ]; then
@@ -29,6 +34,17 @@ fi
 if [ "$PART" = f63ab ]; then
     cd /tmp
     BASE=s38 ab_rounds "$root/docs/perf/h100-f63-ab-layers.txt --passes backward_weight" "$OUT/f63-streams.json" 130
+fi
+if [ "$PART" = tiles3d ]; then
+    cd /tmp
+    PYTHONPATH=$(tree work) CLCONV_CACHE_DIR=/tmp/ct timeout ${TILES_S:-400} python3 $root/docs/perf/gemm_all_tiles.py \
+        --only implicit_gemm:forward $OUT/tiles3d.json $root/docs/perf/h100-3d-tiles-layers.txt > $OUT/tiles3d.log 2>&1
+    echo "tiles exit $?"; tail -3 $OUT/tiles3d.log
+fi
+if [ "$PART" = gpuset ]; then
+    cd /tmp
+    PYTHONPATH=$(tree work) CLCONV_CACHE_DIR=/tmp/cg timeout ${BENCH_S:-400} python3 -m clconv bench gpu --check --quiet \
+        --json $OUT/stream-gpu.json > $OUT/stream-gpu.log 2>&1; echo "bench exit $?"; tail -4 $OUT/stream-gpu.log
 fi
 if [ "$PART" = unseen20 ]; then
     cd /tmp

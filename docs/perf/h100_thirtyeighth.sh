@@ -17,6 +17,9 @@
 #   PART=tiles3d bash docs/perf/h100_thirtyeighth.sh
 #       every GPU tile of the implicit GEMM's forward on docs/perf/h100-3d-tiles-layers.txt
 #       (gemm_all_tiles.py --only implicit_gemm:forward: tiles3d.json)
+#   PART=rows bash docs/perf/h100_thirtyeighth.sh
+#       every GPU tile of the implicit GEMM's forward on docs/perf/h100-partial-rows-layers.txt
+#       (rows.json), then CCNet's 3x3 2048 -> 512 weight gradient against cuDNN (ccnet.json)
 #   PART=gpuset bash docs/perf/h100_thirtyeighth.sh
 #       the GPU set's stream of default calls against cuDNN, this tree (stream-gpu.json)
 # Everything lands in $OUT.
@@ -40,6 +43,14 @@ if [ "$PART" = tiles3d ]; then
     PYTHONPATH=$(tree work) CLCONV_CACHE_DIR=/tmp/ct timeout ${TILES_S:-400} python3 $root/docs/perf/gemm_all_tiles.py \
         --only implicit_gemm:forward $OUT/tiles3d.json $root/docs/perf/h100-3d-tiles-layers.txt > $OUT/tiles3d.log 2>&1
     echo "tiles exit $?"; tail -3 $OUT/tiles3d.log
+fi
+if [ "$PART" = rows ]; then
+    cd /tmp
+    PYTHONPATH=$(tree work) CLCONV_CACHE_DIR=/tmp/ct timeout ${TILES_S:-300} python3 $root/docs/perf/gemm_all_tiles.py \
+        --only implicit_gemm:forward $OUT/rows.json $root/docs/perf/h100-partial-rows-layers.txt > $OUT/rows.log 2>&1
+    echo "tiles exit $?"; grep "tiles, chosen" $OUT/rows.log
+    PYTHONPATH=$(tree work) CLCONV_CACHE_DIR=/tmp/ct timeout 120 python3 -m clconv bench mb2ic2048ih97oc512oh97kh3ph1 \
+        --passes backward_weight --check --json $OUT/ccnet.json > $OUT/ccnet.log 2>&1; echo "ccnet exit $?"; grep -i "ccnet\|n2g1c2048\|geometric" $OUT/ccnet.log | head -4
 fi
 if [ "$PART" = gpuset ]; then
     cd /tmp

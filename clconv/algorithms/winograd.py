@@ -69,6 +69,11 @@ from .splitk import SplitK
 # the other finite points, A^T's the powers up to M - 1, and B^T solves the identity (Toom-Cook).
 _B6 = ((4, 0, -5, 0, 1, 0), (0, -4, -4, 1, 1, 0), (0, 4, -4, -1, 1, 0), (0, -2, -1, 2, 1, 0),
        (0, 2, -1, -2, 1, 0), (0, 4, 0, -5, 0, 1))
+# B^T of the points 0, +-1, +-2, +-1/2 and infinity (ALPHA = 8: F(2, 7), F(4, 5), F(6, 3)), its rows
+# times 4 (the +-1/2 points' times 2) so that it is integers; G's rows are divided alike (exact)
+_B8 = ((-4, 0, 21, 0, -21, 0, 4, 0), (0, 4, 4, -17, -17, 4, 4, 0), (0, -4, 4, 17, -17, -4, 4, 0),
+       (0, 2, 1, -10, -5, 8, 4, 0), (0, -2, 1, 10, -5, -8, 4, 0), (0, 4, 8, -5, -10, 1, 2, 0),
+       (0, -4, 8, 5, -10, -1, 2, 0), (0, -4, 0, 21, 0, -21, 0, 4))
 TRANSFORMS = {
     (2, 3): (((1, 0, -1, 0), (0, 1, 1, 0), (0, -1, 1, 0), (0, 1, 0, -1)),
              ((1, 0, 0), (1 / 2, 1 / 2, 1 / 2), (1 / 2, -1 / 2, 1 / 2), (0, 0, 1)),
@@ -89,11 +94,8 @@ TRANSFORMS = {
               (1 / 18, -1 / 18, 1 / 18, -1 / 18, 1 / 18), (1 / 72, 1 / 36, 1 / 18, 1 / 9, 2 / 9),
               (-1 / 120, 1 / 60, -1 / 30, 1 / 15, -2 / 15), (8 / 45, 4 / 45, 2 / 45, 1 / 45, 1 / 90), (0, 0, 0, 0, 1 / 2)),
              ((1, 1, 1, 1, 1, 4, 0), (0, 1, -1, 2, -2, 2, 0), (0, 1, 1, 4, 4, 1, 1))),
-    # points 0, +-1, +-2, +-1/2 and infinity; B^T's rows times 4 (the +-1/2 points' times 2) and G's
-    # rows divided alike (exact), so that B^T is integers
-    (2, 7): (((-4, 0, 21, 0, -21, 0, 4, 0), (0, 4, 4, -17, -17, 4, 4, 0), (0, -4, 4, 17, -17, -4, 4, 0),
-              (0, 2, 1, -10, -5, 8, 4, 0), (0, -2, 1, 10, -5, -8, 4, 0), (0, 4, 8, -5, -10, 1, 2, 0),
-              (0, -4, 8, 5, -10, -1, 2, 0), (0, -4, 0, 21, 0, -21, 0, 4)),
+    # points 0, +-1, +-2, +-1/2 and infinity (_B8)
+    (2, 7): (_B8,
              ((-1 / 4, 0, 0, 0, 0, 0, 0), (-1 / 18, -1 / 18, -1 / 18, -1 / 18, -1 / 18, -1 / 18, -1 / 18),
               (-1 / 18, 1 / 18, -1 / 18, 1 / 18, -1 / 18, 1 / 18, -1 / 18),
               (1 / 360, 1 / 180, 1 / 90, 1 / 45, 2 / 45, 4 / 45, 8 / 45),
@@ -103,20 +105,16 @@ TRANSFORMS = {
              ((1, 1, 1, 1, 1, 1, 1, 0), (0, 1, -1, 2, -2, 1 / 2, -1 / 2, 1))),
     # F(2x2, 7x7)'s points and so its B^T; A^T's +-1/2 columns times 8 and G's rows an eighth
     # (exact), so that A^T is integers
-    (4, 5): (((-4, 0, 21, 0, -21, 0, 4, 0), (0, 4, 4, -17, -17, 4, 4, 0), (0, -4, 4, 17, -17, -4, 4, 0),
-              (0, 2, 1, -10, -5, 8, 4, 0), (0, -2, 1, 10, -5, -8, 4, 0), (0, 4, 8, -5, -10, 1, 2, 0),
-              (0, -4, 8, 5, -10, -1, 2, 0), (0, -4, 0, 21, 0, -21, 0, 4)),
+    (4, 5): (_B8,
              ((-1 / 4, 0, 0, 0, 0), (-1 / 18, -1 / 18, -1 / 18, -1 / 18, -1 / 18),
               (-1 / 18, 1 / 18, -1 / 18, 1 / 18, -1 / 18), (1 / 360, 1 / 180, 1 / 90, 1 / 45, 2 / 45),
               (1 / 360, -1 / 180, 1 / 90, -1 / 45, 2 / 45), (2 / 45, 1 / 45, 1 / 90, 1 / 180, 1 / 360),
               (2 / 45, -1 / 45, 1 / 90, -1 / 180, 1 / 360), (0, 0, 0, 0, 1 / 4)),
              ((1, 1, 1, 1, 1, 8, 8, 0), (0, 1, -1, 2, -2, 4, -4, 0), (0, 1, 1, 4, 4, 2, 2, 0),
               (0, 1, -1, 8, -8, 1, -1, 1))),
-    # F(2x2, 7x7)'s points and so its B^T (as F(4x4, 5x5)); A^T's +-1/2 columns times 32 and G's
-    # rows a 32nd (exact), so that A^T is integers
-    (6, 3): (((-4, 0, 21, 0, -21, 0, 4, 0), (0, 4, 4, -17, -17, 4, 4, 0), (0, -4, 4, 17, -17, -4, 4, 0),
-              (0, 2, 1, -10, -5, 8, 4, 0), (0, -2, 1, 10, -5, -8, 4, 0), (0, 4, 8, -5, -10, 1, 2, 0),
-              (0, -4, 8, 5, -10, -1, 2, 0), (0, -4, 0, 21, 0, -21, 0, 4)),
+    # the same points; A^T's +-1/2 columns times 32 and G's rows a 32nd (exact), so that A^T is
+    # integers
+    (6, 3): (_B8,
              ((-1 / 4, 0, 0), (-1 / 18, -1 / 18, -1 / 18), (-1 / 18, 1 / 18, -1 / 18),
               (1 / 360, 1 / 180, 1 / 90), (1 / 360, -1 / 180, 1 / 90), (1 / 90, 1 / 180, 1 / 360),
               (1 / 90, -1 / 180, 1 / 360), (0, 0, 1 / 4)),
@@ -130,17 +128,18 @@ TRANSFORMS = {
 # scale), where the other variants carry 1.6-2.1e-5
 SIDES = {3: (2, 4, 6), 5: (2, 3, 4), 7: (2,)}
 # Sides that come first only in a GPU's weight gradient, by the fewest of their own tiles; elsewhere
-# they come after the others, so that tuning measures them.  F(6x6, 3x3) (5.1x fewer multiplies than a direct sum against F(4x4,
-# 3x3)'s 4x, with 0.8x its workspace bytes) ran the weight gradient in 0.72-1.06x F(4x4, 3x3)'s
-# best time on an H100 (13 layers of 64-512 channels at 12x12 to 224x224, geomean 0.89: its first
-# configuration against F(4x4, 3x3)'s fastest; docs/perf/gpu38/fresh-f63.json), where its 64
-# smaller GEMMs over the tiles contract the same work with fewer tiles to transform.  In the forward
-# and data gradient it ran 0.90-1.18x F(4x4, 3x3)'s time there (faster on 10 of 26: output sides
-# that 6 divides and 512 channels), and on PoCL 1.06-1.86x in 5 of 6 layers (docs/perf/pocl-f63-tried.txt)
-# and 0.82-1.13x in the weight gradient (docs/perf/pocl-f63-wgrad.txt).
-# It comes first there from 128 of its own tiles (the GEMMs' contraction; the fewest measured:
-# 512 channels at 12x12, batch 32, and at 48x48, batch 2, both 0.94x): with few tiles the weight
-# gradient's GEMMs are bound by writing their products, 64 matrices of C_out x C_in against 36.
+# they come after the others, so that tuning measures them.  F(6x6, 3x3) (5.1x fewer multiplies
+# than a direct sum against F(4x4, 3x3)'s 4x, with 0.8x its workspace bytes) ran the weight
+# gradient in 0.72-1.06x F(4x4, 3x3)'s best time on an H100 (13 layers of 64-512 channels at 12x12
+# to 224x224, geomean 0.89: its first configuration against F(4x4, 3x3)'s fastest;
+# docs/perf/gpu38/fresh-f63.json): its 64 GEMMs contract over fewer tiles, and the weight gradient
+# has no output transform to pay for its 8x8 patches.  In the forward and data gradient it ran
+# 0.90-1.18x F(4x4, 3x3)'s time there (faster on 10 of 26, by 1-10%: output sides that 6 divides,
+# 512 channels), on PoCL 1.06-1.86x in 5 of 6 layers (docs/perf/pocl-f63-tried.txt) and 0.82-1.13x
+# in the weight gradient (docs/perf/pocl-f63-wgrad.txt).  It comes first from 128 of its own tiles
+# (the GEMMs' contraction; the fewest measured: 512 channels at 12x12, batch 32, and at 48x48, batch
+# 2, both 0.94x): with few tiles the weight gradient's GEMMs are bound by writing their products, 64
+# matrices of C_out x C_in against 36.
 GPU_WEIGHT_ONLY_SIDES = {(6, 3): 128}
 
 

@@ -139,8 +139,12 @@ SIDES = {3: (2, 4, 6), 5: (2, 3, 4), 7: (2,)}
 # in the weight gradient (docs/perf/pocl-f63-wgrad.txt).  It comes first from 128 of its own tiles
 # (the GEMMs' contraction; the fewest measured: 512 channels at 12x12, batch 32, and at 48x48, batch
 # 2, both 0.94x): with few tiles the weight gradient's GEMMs are bound by writing their products, 64
-# matrices of C_out x C_in against 36.
+# matrices of C_out x C_in against 36.  And from 32 channels in and out (a group's): with fewer its
+# GEMMs do not fill the smallest tile (32 x 32), and 64 of them cost more than 36 for the same work
+# (CIFAR's ResNet-8 3x3 16 -> 16 at 32x32, batch 256: 1.31x F(4x4, 3x3)'s time, an H100 A/B of the
+# eighteenth list, docs/perf/gpu38/eighteenth-ab.json; 48 and 50 channels ran 1.02x and 0.85x).
 GPU_WEIGHT_ONLY_SIDES = {(6, 3): 128}
+GPU_WEIGHT_ONLY_MIN_CHANNELS = 32
 
 
 # The fewest tiles over the batch for the larger GEMMs: where F(4x4, 3x3) comes first (``sides``),
@@ -373,13 +377,15 @@ class Winograd(Algorithm):
         on a GPU, by variant), in the weight gradient from a count of 2x2 tiles (its contraction: MIN_TILES,
         GPU_F4_WEIGHT_MIN_TILES).  With fewer, the smaller tiles' 1.8-4x more tiles fill the device
         better (measured on an H200 and PoCL, docs/performance.md).  GPU_WEIGHT_ONLY_SIDES are fed
-        in a GPU's weight gradient only, from a count of their own tiles."""
+        in a GPU's weight gradient only, from a count of their own tiles and of channels."""
         r = kernel_side(problem)
         if m == SIDES[r][0]:
             return True
         gpu = limits.of(device).gpu
         if (m, r) in GPU_WEIGHT_ONLY_SIDES:
-            return gpu and problem.pass_ == "backward_weight" and self.tiles(problem, m) >= GPU_WEIGHT_ONLY_SIDES[m, r]
+            g = problem.geometry
+            return (gpu and problem.pass_ == "backward_weight" and self.tiles(problem, m) >= GPU_WEIGHT_ONLY_SIDES[m, r]
+                    and min(g.cin_per_group, g.cout_per_group) >= GPU_WEIGHT_ONLY_MIN_CHANNELS)
         if problem.pass_ == "backward_weight":
             return self.tiles(problem, 2) >= (GPU_F4_WEIGHT_MIN_TILES if gpu else MIN_TILES)
         return self.tiles(problem, m) >= (GPU_LARGE_FIRST_MIN_TILES if gpu else CPU_LARGE_FIRST_MIN_TILES)[m, r]

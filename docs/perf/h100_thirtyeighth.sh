@@ -19,7 +19,9 @@
 #       (gemm_all_tiles.py --only implicit_gemm:forward: tiles3d.json)
 #   PART=rows bash docs/perf/h100_thirtyeighth.sh
 #       every GPU tile of the implicit GEMM's forward on docs/perf/h100-partial-rows-layers.txt
-#       (rows.json), then CCNet's 3x3 2048 -> 512 weight gradient against cuDNN (ccnet.json)
+#       (rows.json)
+#   PART=ccnet bash docs/perf/h100_thirtyeighth.sh
+#       CCNet's 3x3 2048 -> 512 weight gradient against cuDNN (ccnet.json)
 #   PART=gpuset bash docs/perf/h100_thirtyeighth.sh
 #       the GPU set's stream of default calls against cuDNN, this tree (stream-gpu.json)
 # Everything lands in $OUT.
@@ -49,6 +51,9 @@ if [ "$PART" = rows ]; then
     PYTHONPATH=$(tree work) CLCONV_CACHE_DIR=/tmp/ct timeout ${TILES_S:-300} python3 $root/docs/perf/gemm_all_tiles.py \
         --only implicit_gemm:forward $OUT/rows.json $root/docs/perf/h100-partial-rows-layers.txt > $OUT/rows.log 2>&1
     echo "tiles exit $?"; grep "tiles, chosen" $OUT/rows.log
+fi
+if [ "$PART" = ccnet ]; then
+    cd /tmp
     PYTHONPATH=$(tree work) CLCONV_CACHE_DIR=/tmp/ct timeout 120 python3 -m clconv bench mb2ic2048ih97oc512oh97kh3ph1 \
         --passes backward_weight --check --json $OUT/ccnet.json > $OUT/ccnet.log 2>&1; echo "ccnet exit $?"; grep -i "ccnet\|n2g1c2048\|geometric" $OUT/ccnet.log | head -4
 fi

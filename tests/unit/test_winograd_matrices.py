@@ -105,12 +105,14 @@ def test_the_larger_tile_comes_first_where_its_gemms_stay_large(tag, pass_, firs
     ("n2g1c512o512i48x48k3x3s1x1p1x1d1x1", "backward_weight", 6),  # 128: 0.94x
     ("n2g1c512o512i14x14k3x3s1x1p1x1d1x1", "backward_weight", 4),  # 18: too few to contract over
     ("n32g1c512o512i7x7k3x3s1x1p1x1d1x1", "backward_weight", 4),   # 128, but 1.8x F(4x4, 3x3)'s GEMM work
+    ("n256g1c16o16i32x32k3x3s1x1p1x1d1x1", "backward_weight", 4),  # 16 channels: 1.31x
+    ("n4g1c50o50i256x256k3x3s1x1p1x1d1x1", "backward_weight", 6),  # 50: 0.85x
     ("n8g1c64o64i96x96k3x3s1x1p1x1d1x1", "forward", 4),            # 1.00x in the forward: never first there
     ("n2g1c512o512i48x48k3x3s1x1p1x1d1x1", "backward_data", 4),    # 0.96x (not enough to rely on)
 ])
 def test_f6x6_comes_first_only_in_a_gpu_weight_gradient(tag, pass_, first):
-    """F(6x6, 3x3) first in a GPU's weight gradient from GPU_WEIGHT_ONLY_SIDES of its tiles, where its
-    GEMM work is the least (the comments: H100 runs, docs/perf/gpu38/fresh-f63.json); after the
+    """F(6x6, 3x3) first in a GPU's weight gradient from GPU_WEIGHT_ONLY_SIDES of its tiles and
+    GPU_WEIGHT_ONLY_MIN_CHANNELS channels, where its GEMM work is the least (the comments: H100 runs, docs/perf/gpu38/fresh-f63.json); after the
     other sides in the forward and data gradient and on a CPU, where tuning still measures it."""
     problem = Problem(geometry(tag), pass_, "float32")
     winograd = REGISTRY["winograd"]

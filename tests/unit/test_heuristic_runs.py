@@ -165,7 +165,7 @@ def test_the_first_candidate_stays_near_the_best(judged):
     A twentieth list written before it was measured (thirty-eighth session, H100): 1.045x as found
     (worst 1.64x, DeepMedic's unpadded 3x3x3 forward in the implicit GEMM's 32x32 tile), 1.039x
     re-timed.  A list of 13 3x3 layers tuned with F(6x6, 3x3) among the sides: 1.008x with it first
-    in GPU weight gradients of 128 of its tiles (winograd.GPU_WEIGHT_ONLY_SIDES); 1.047x over 1995
+    in GPU weight gradients of 128 of its tiles and 32 channels (winograd.GPU_WEIGHT_ONLY_SIDES); 1.047x over 1995
     (1.039x; the other lists' weight gradients it moves read it as Winograd's fastest timed).
     The strided 1x1 list (9 data gradients) stays at 1.21x: im2col's first GEMM tile there runs
     1.2-1.5x its best on three layers, a known miss its bound records."""

@@ -99,6 +99,13 @@ def test_the_larger_tile_comes_first_where_its_gemms_stay_large(tag, pass_, firs
         assert (winograd.tiles(problem, 4) >= GPU_LARGE_FIRST_MIN_TILES[4, 3]) == (first == 4)
 
 
+def _gpu_configs(tag: str, pass_: str):
+    """The problem of ``tag`` and ``pass_``, the winograd algorithm and its configs on an H200."""
+    problem = Problem(geometry(tag), pass_, "float32")
+    winograd = REGISTRY["winograd"]
+    return problem, winograd, winograd.configs(problem, H200_LIKE)
+
+
 @pytest.mark.parametrize("tag, pass_, first", [
     ("n32g1c64o64i56x56k3x3s1x1p1x1d1x1", "backward_weight", 6),   # 3200 6x6 tiles: 0.94x F(4x4, 3x3)'s time
     ("n32g1c256o256i14x14k3x3s1x1p1x1d1x1", "backward_weight", 6),  # 288, the GEMM work tied: 0.90x
@@ -112,11 +119,10 @@ def test_the_larger_tile_comes_first_where_its_gemms_stay_large(tag, pass_, firs
 ])
 def test_f6x6_comes_first_only_in_a_gpu_weight_gradient(tag, pass_, first):
     """F(6x6, 3x3) first in a GPU's weight gradient from GPU_WEIGHT_ONLY_SIDES of its tiles and
-    GPU_WEIGHT_ONLY_MIN_CHANNELS channels, where its GEMM work is the least (the comments: H100 runs, docs/perf/gpu38/fresh-f63.json); after the
-    other sides in the forward and data gradient and on a CPU, where tuning still measures it."""
-    problem = Problem(geometry(tag), pass_, "float32")
-    winograd = REGISTRY["winograd"]
-    configs = winograd.configs(problem, H200_LIKE)
+    GPU_WEIGHT_ONLY_MIN_CHANNELS channels, where its GEMM work is the least (the comments: H100
+    runs, docs/perf/gpu38/); after the other sides in the forward and data gradient and on a CPU,
+    where tuning still measures it."""
+    problem, winograd, configs = _gpu_configs(tag, pass_)
     assert configs[0]["m"] == first
     assert {c["m"] for c in configs[:3]} == {2, 4, 6}
     if pass_ != "backward_weight":
@@ -161,9 +167,7 @@ def test_a_5x5_kernel_has_three_tile_sides(tag, pass_, first):
     """On a GPU F(4x4, 5x5) first from GPU_LARGE_FIRST_MIN_TILES of its tiles in the forward and
     data gradient, else F(3x3, 5x5) (at any count); in the weight gradient both by F(4x4, 3x3)'s
     count of 2x2 tiles; F(2x2, 5x5) beside them, and tuning's first three candidates measure all three."""
-    problem = Problem(geometry(tag), pass_, "float32")
-    winograd = REGISTRY["winograd"]
-    configs = winograd.configs(problem, H200_LIKE)
+    problem, winograd, configs = _gpu_configs(tag, pass_)
     assert configs[0]["m"] == first
     assert {c["m"] for c in configs[:3]} == {2, 3, 4}
     if pass_ != "backward_weight":

@@ -474,6 +474,14 @@ def gathered_channels(problem: Problem, shape: "GemmShape") -> int:
     return g.cin_per_group if GATHER_VIEWS[gathered[1]] == "x" else g.cout_per_group
 
 
+def gathers_long(problem: Problem, shape: "GemmShape") -> bool:
+    """Whether a GEMM gathers an operand through an implicit im2col or col2im of taps (not a 1x1
+    kernel's strided read) beyond SHORT_CONTRACTION channels x taps a pixel (gathered_operand's
+    complement among gathering GEMMs)."""
+    return (_gathered_view(shape) is not None and not problem.geometry.is_pointwise
+            and not gathered_operand(problem, shape))
+
+
 def gathered_operand(problem: Problem, shape: "GemmShape") -> str:
     """"a" or "b": the operand a GEMM gathers through an implicit im2col or col2im where what it
     gathers per pixel is short (channels x taps of the input, or of dy, at most SHORT_CONTRACTION:
@@ -509,6 +517,20 @@ IDLE_GATHER_RANK = 1.1
 GATHER_DENSE_CHANNELS = 16
 SMALL_SQUARE_TILE = (32, 32, 16, 4, 4, 4, 1, 3)
 SMALL_WIDE_TILE = (32, 64, 16, 2, 4, 2, 1, 3)
+# A forward or data gradient whose gather is long (more than SHORT_CONTRACTION channels x taps: the
+# waste order ranks its tiles), over rows that leave part of every row tile empty (channels not a
+# multiple of 32) where 64-row tiles waste no more rows than 32-row ones (33-63 rows over 64, 97-127
+# over 128, ...), takes the 64x64 tile in 4x4 blocks first: 256 work-items gathering 4 values each
+# a step, where the waste order's 8x8 blocks gather 16 (64x128), and its 32-row tiles gather the
+# operand once more.  On an H100, every tile of the implicit GEMM's forward timed
+# (docs/perf/gpu38/tiles3d.json, rows.json; docs/perf/implicit_forward_tiles.py): 3x3x3 layers of
+# 40, 40, 48 and 56 channels ran it in 0.61x, 0.89x, 0.89x and 0.90x the waste order's first
+# tile's time (DeepMedic's 40 -> 40 at 25^3: 1.182 -> 0.720 ms), one of 112 channels in 1.09x
+# (128x64 in 8x4 blocks best); over all 111 forwards so timed, 1.055x -> 1.048x the fastest.
+# Layers whose rows fill 32-row tiles keep the waste order (at 64 and 128 channels that tile ran
+# 1.00-1.11x and 1.3-1.4x the fastest), as do those it would waste more rows on (24 or 80 rows).
+PARTIAL_ROWS_TILE = (64, 64, 16, 4, 4, 4, 1, 3)
+PARTIAL_ROWS_MULTIPLE = 32
 
 
 def gather_rank(m: int, n: int, tile: Mapping[str, Any], gathered: str, units: int = 1,
@@ -529,12 +551,13 @@ def gather_rank(m: int, n: int, tile: Mapping[str, Any], gathered: str, units: i
 def gemm_tiles(m: int, n: int, fit: limits.Limits, itemsize: int, limit: int = TILE_CANDIDATES, groups: int = 1,
                vector_first: bool = True, layout: str = CHANNELS_FIRST, plain: bool = False, k: int = 0,
                gathered: str = "", large_blocks: bool = True, weights: TileWeights | None = None,
-               matrices: bool = True, gathered_channels: int = 0) -> list[dict]:
+               matrices: bool = True, gathered_channels: int = 0, long_gather: bool = False) -> list[dict]:
     """Tiles that fit the device, best guess first: least work wasted on the matrix edges, enough
     work-groups to fill every compute unit (on a GPU), then the table's order of preference.  On a
     GPU, a GEMM that gathers operand ``gathered`` ("a" or "b": gathered_operand) ranks by its
     gathering instead (gather_rank, SHORT_CONTRACTION; ``gathered_channels``: the gathered
-    operand's channels, for GATHER_DENSE_CHANNELS).  ``plain`` (Winograd's workspace
+    operand's channels, for GATHER_DENSE_CHANNELS; ``long_gather``: a GEMM that gathers an operand
+    beyond SHORT_CONTRACTION, for PARTIAL_ROWS_TILE).  ``plain`` (Winograd's workspace
     matrices): on a GPU the blocks' local loads per FMA weigh against that waste, on a CPU the
     larger block breaks its ties.  On a CPU, the GEMM without local memory comes first when
     ``vector_first`` (else after one local-memory tile); it reads rows of channels-first
@@ -637,6 +660,11 @@ def gemm_tiles(m: int, n: int, fit: limits.Limits, itemsize: int, limit: int = T
         # their weighting of local loads decides there)
         tiles.remove(SMALL_WIDE_TILE)
         tiles.insert(0, SMALL_WIDE_TILE)
+    if (gpu and long_gather and m % PARTIAL_ROWS_MULTIPLE and PARTIAL_ROWS_TILE in tiles
+            and rounded(m, PARTIAL_ROWS_TILE[0]) == rounded(m, PARTIAL_ROWS_MULTIPLE)):
+        # rows that leave every row tile partly empty, gathered long: PARTIAL_ROWS_TILE
+        tiles.remove(PARTIAL_ROWS_TILE)
+        tiles.insert(0, PARTIAL_ROWS_TILE)
     configs = [dict(zip(TILE_KEYS, t)) for t in tiles]
     if not gpu:
         # no local memory, no barriers: what PoCL runs fastest (docs/performance.md); the

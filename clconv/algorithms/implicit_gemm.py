@@ -10,7 +10,7 @@ from ..plan import CHANNELS_FIRST, LAYOUTS, Plan, Problem
 from .base import Algorithm
 from .gemm import (
     IMPLICIT_ROLES, LARGE_GEMM_TILE, TILE_KEYS, GemmShape, TileWeights, backward_data_shape, forward_shape,
-    gathered_channels, gathered_operand, gemm_calls, gemm_tiles, global_vectors, implicit_shape, is_dot_config, pointwise_data_shape,
+    gathered_channels, gathered_operand, gathers_long, gemm_calls, gemm_tiles, global_vectors, implicit_shape, is_dot_config, pointwise_data_shape,
     strided_pointwise_data_shape, thrashing_last, tile_config,
     vector_first, weight_contraction, weight_shape, with_dot_configs,
 )
@@ -46,6 +46,7 @@ class ImplicitGemm(Algorithm):
         tiles = gemm_tiles(shape.M, shape.N, fit, problem.itemsize, groups=problem.geometry.groups,
                            vector_first=vector_first(problem, shape), layout=problem.layout, k=weight_contraction(shape),
                            gathered=gathered_operand(problem, shape), gathered_channels=gathered_channels(problem, shape),
+                           long_gather=problem.pass_ != "backward_weight" and gathers_long(problem, shape),
                            large_blocks=self.large_blocks(problem, shape),
                            matrices=self.reads_matrices(problem), weights=self.tile_weights(problem))
         return thrashing_last(tiles, problem, shape, fit)

@@ -197,6 +197,10 @@ ALL_TILES = ("h200-all-tiles-a.json", "h200-all-tiles-b.json", "h200-all-tiles-c
              "h200-all-tiles-im2col-data-retimed.json", "h200-all-tiles-gemm1x1-data-retimed.json",
              "h200-all-tiles-sixth.json", "h100-all-tiles-eighth.json", "h100-all-tiles-ninth.json",
              "h100-all-tiles-tenth.json")
+# All-tiles runs over a shape file of their own whose layers are the stored sets' (by name): each row
+# joins every set that has a layer of that name and geometry.  The thirty-eighth session's H100 run
+# of the implicit GEMM's 3D forwards (h100-3d-tiles-layers.txt: 21 stored layers and two more).
+ALL_TILES_BY_LAYER = {"gpu38/tiles3d.json": "h100-3d-tiles-layers.txt"}
 
 
 # Runs of docs/perf/splitk_result_passes.py (2026-12-03, twelfth session): every candidate of the
@@ -244,6 +248,15 @@ def all_tiles_times() -> list[dict]:
         times: dict = {}
         for row in json.loads((HERE / name).read_text()):
             times.setdefault((set_name(row["set"]), row["layer"], row["pass"]), {}).update(row["times_ms"])
+        out.append(times)
+    sets = {name: layer_geometries(specs, batch) for name, (specs, batch, _) in SETS.items()}
+    for name, shape_file in ALL_TILES_BY_LAYER.items():
+        own = layer_geometries([str(HERE / shape_file)], None)
+        times = {}
+        for row in json.loads((HERE / name).read_text()):
+            for set_, geometries in sets.items():
+                if geometries.get(row["layer"]) == own[row["layer"]]:
+                    times[(set_, row["layer"], row["pass"])] = dict(row["times_ms"])
         out.append(times)
     for name in SPLITK_RUNS:
         rows = json.loads((HERE / name).read_text())["rows"]

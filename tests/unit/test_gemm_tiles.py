@@ -194,6 +194,31 @@ def test_long_implicit_gemms_of_dense_channels_take_4x4_blocks_over_2x4():
     assert first("mb8ic24id16ih56iw56oc24od16oh56ow56kd3kh3kw3pd1ph1pw1") == (32, 64, 2, 4)  # 24 rows
 
 
+def test_long_gathers_over_partly_empty_row_tiles_take_64x64_in_4x4_blocks():
+    """A forward or data gradient gathered beyond SHORT_CONTRACTION whose rows leave every row tile
+    partly empty, 64-row tiles wasting no more than 32-row ones, takes PARTIAL_ROWS_TILE first
+    (DeepMedic's 40 -> 40: 0.61x the 32x32 tile's time on an H100); rows that fill 32-row tiles,
+    24 rows (64-row tiles would waste more), short gathers and weight gradients keep their order."""
+    from clconv.tools.devices import H200
+    from clconv.tools.shapes import parse_descriptor
+
+    h200 = H200.stand_in()
+
+    def first(descriptor, pass_="forward"):
+        problem = Problem(parse_descriptor(descriptor).geometry, pass_, "float32")
+        tile = REGISTRY["implicit_gemm"].configs(problem, h200)[0]
+        return tile["TM"], tile["TN"], tile["WM"], tile["WN"]
+
+    deepmedic = "mb10ic40id25ih25iw25oc40od23oh23ow23kd3kh3kw3pd0ph0pw0"
+    assert first(deepmedic) == (64, 64, 4, 4)
+    assert first("mb4ic56id16ih32iw32oc56od16oh32ow32kd3kh3kw3pd1ph1pw1") == (64, 64, 4, 4)
+    assert first("mb4ic48id16ih32iw32oc48od16oh32ow32kd3kh3kw3pd1ph1pw1", "backward_data") == (64, 64, 4, 4)
+    assert first("mb2ic64id16ih56iw56oc64od16oh56ow56kd3kh3kw3pd1ph1pw1") != (64, 64, 4, 4)   # 64 rows
+    assert first("mb4ic80id8ih28iw28oc80od8oh28ow28kd3kh3kw3pd1ph1pw1") != (64, 64, 4, 4)     # 80: 1.6x rows
+    assert first("mb8ic24id16ih56iw56oc24od16oh56ow56kd3kh3kw3pd1ph1pw1") == (32, 64, 2, 4)   # 24 rows
+    assert first(deepmedic, "backward_weight") != (64, 64, 4, 4)
+
+
 def test_gemms_of_few_columns_in_a_wave_take_the_32x64_tile():
     """A GEMM of at most 32 columns in at most a wave of 32-row tiles (a batch-1 classifier head):
     the 32x64 tile's 256 work-items first (PP-LCNet's head 0.54x the 32x32 tile's time); many waves

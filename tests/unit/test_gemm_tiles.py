@@ -149,20 +149,22 @@ def test_short_gathered_contractions_rank_tiles_by_their_gathering():
     assert (tile["TM"], tile["TN"], tile["WM"], tile["WN"]) == (32, 32, 4, 4)
 
 
+def _first_implicit_tile(descriptor: str, pass_: str = "forward") -> tuple[int, int, int, int]:
+    """(TM, TN, WM, WN) of the implicit GEMM's first tile for ``descriptor`` on an H200."""
+    from clconv.tools.devices import H200
+    from clconv.tools.shapes import parse_descriptor
+
+    problem = Problem(parse_descriptor(descriptor).geometry, pass_, "float32")
+    tile = REGISTRY["implicit_gemm"].configs(problem, H200.stand_in())[0]
+    return tile["TM"], tile["TN"], tile["WM"], tile["WN"]
+
+
 def test_gathered_gemms_of_dense_channels_take_4x4_blocks_over_2x4():
     """gather_rank puts the 32x64 tile (2x4 blocks, half the gathers a work-item) first where it
     finds it and the 32x32 tile alike; with 16 or more gathered channels and rows that fill 32-row
     tiles the 32x32 tile's 4x4 blocks come first (gemm.GATHER_DENSE_CHANNELS: IMPALA's residual 3x3
     0.73x the time), not for a first layer's 3 channels nor for 24 rows."""
-    from clconv.tools.devices import H200
-    from clconv.tools.shapes import parse_descriptor
-
-    h200 = H200.stand_in()
-
-    def first(descriptor, pass_="forward"):
-        problem = Problem(parse_descriptor(descriptor).geometry, pass_, "float32")
-        tile = REGISTRY["implicit_gemm"].configs(problem, h200)[0]
-        return tile["TM"], tile["TN"], tile["WM"], tile["WN"]
+    first = _first_implicit_tile
 
     assert first("mb64ic32ih16oc32oh16kh3ph1") == (32, 32, 4, 4)                   # IMPALA: 32 channels
     assert first("mb64ic32ih16oc32oh16kh3ph1", "backward_data") == (32, 32, 4, 4)
@@ -176,15 +178,7 @@ def test_long_implicit_gemms_of_dense_channels_take_4x4_blocks_over_2x4():
     table's order, 32x64 before 32x32 at equal waste; over a forward's or data gradient's long
     contraction the 4x4 blocks come first (GwcNet's 3x3x3 32 -> 32: 0.88x the time), not for a
     weight gradient (its A is dy: a batch-1 5x5 128 -> 128 at 7x7 ran 32x64 in 0.91x) nor for 24 rows."""
-    from clconv.tools.devices import H200
-    from clconv.tools.shapes import parse_descriptor
-
-    h200 = H200.stand_in()
-
-    def first(descriptor, pass_="forward"):
-        problem = Problem(parse_descriptor(descriptor).geometry, pass_, "float32")
-        tile = REGISTRY["implicit_gemm"].configs(problem, h200)[0]
-        return tile["TM"], tile["TN"], tile["WM"], tile["WN"]
+    first = _first_implicit_tile
 
     gwcnet = "mb1ic32id48ih64iw128oc32od48oh64ow128kd3kh3kw3pd1ph1pw1"
     assert first(gwcnet) == (32, 32, 4, 4)
@@ -199,15 +193,7 @@ def test_long_gathers_over_partly_empty_row_tiles_take_64x64_in_4x4_blocks():
     partly empty, 64-row tiles wasting no more than 32-row ones, takes PARTIAL_ROWS_TILE first
     (DeepMedic's 40 -> 40: 0.61x the 32x32 tile's time on an H100); rows that fill 32-row tiles,
     24 rows (64-row tiles would waste more), short gathers and weight gradients keep their order."""
-    from clconv.tools.devices import H200
-    from clconv.tools.shapes import parse_descriptor
-
-    h200 = H200.stand_in()
-
-    def first(descriptor, pass_="forward"):
-        problem = Problem(parse_descriptor(descriptor).geometry, pass_, "float32")
-        tile = REGISTRY["implicit_gemm"].configs(problem, h200)[0]
-        return tile["TM"], tile["TN"], tile["WM"], tile["WN"]
+    first = _first_implicit_tile
 
     deepmedic = "mb10ic40id25ih25iw25oc40od23oh23ow23kd3kh3kw3pd0ph0pw0"
     assert first(deepmedic) == (64, 64, 4, 4)

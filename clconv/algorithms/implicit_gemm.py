@@ -10,8 +10,8 @@ from ..plan import CHANNELS_FIRST, LAYOUTS, Plan, Problem
 from .base import Algorithm
 from .gemm import (
     IMPLICIT_ROLES, LARGE_GEMM_TILE, TILE_KEYS, GemmShape, TileWeights, backward_data_shape, forward_shape,
-    gathered_channels, gathered_operand, gathers_long, gemm_calls, gemm_tiles, global_vectors, implicit_shape, is_dot_config, pointwise_data_shape,
-    strided_pointwise_data_shape, thrashing_last, tile_config,
+    gathered_channels, gathered_operand, gathers_long, gemm_calls, gemm_tiles, global_vectors, implicit_shape,
+    is_dot_config, pointwise_data_shape, strided_pointwise_data_shape, thrashing_last, tile_config,
     vector_first, weight_contraction, weight_shape, with_dot_configs,
 )
 from .im2col import dot_weight_plan

@@ -201,10 +201,12 @@ SUM_PARTS = 8
 # On a CPU, the fewest work-items along a row of the transforms' launch: with fewer tiles than that
 # the weight's runs would have rows of one or two work-items (a work-group each on PoCL).
 CPU_MIN_ROW = 16
-# On a CPU, the most work-items of a work-group of the transforms' and the output transform's
-# launches (``cpu_work_group``).  Left to itself PoCL took work-groups of up to 3200 of them (25 x
-# 128), and with F(4x4, 5x5)'s 64 vectors of 16 lanes per array its work-group function overran
-# its thread's stack there (a segmentation fault in clc_wino_output, n8 c16 -> 256 at 27x27).
+# On a CPU, the most work-items of a work-group of the transforms', the output transform's and the
+# weight gradient's last launches (``cpu_work_group``).  Left to itself PoCL took work-groups of up
+# to 3200 of them (25 x 128), and with F(4x4, 5x5)'s 64 vectors of 16 lanes per array its
+# work-group function overran its thread's stack there (a segmentation fault in clc_wino_output,
+# n8 c16 -> 256 at 27x27); so did F(6x6, 3x3)'s weight gradient's last kernel (clc_wino_weight_grad,
+# n2 c512 -> 512 at 12x12: 16384 work-items of 8x8 vectors of 16 lanes).
 CPU_GROUP_ITEMS = 512
 
 
@@ -512,7 +514,8 @@ class Winograd(Algorithm):
                               (rounded(conv["COUT"] * conv["CIN"], sum_filters), sum_parts * g.groups),
                               (sum_filters, sum_parts), Arg("m", with_offset=False), Arg("dw"))
             else:
-                finish = call(src, "clc_wino_weight_grad", (-(-(conv["COUT"] * conv["CIN"]) // vt), g.groups), None,
+                sums = -(-(conv["COUT"] * conv["CIN"]) // vt)
+                finish = call(src, "clc_wino_weight_grad", (sums, g.groups), cpu_work_group(sums, g.groups, fit),
                               Arg("m", with_offset=False), Arg("dw"))
         else:
             result_role = problem.spec.result  # x -> y, or dy -> dx

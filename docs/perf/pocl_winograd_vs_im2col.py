@@ -5,7 +5,8 @@
 Each runner's kernel time is the minimum over ROUNDS (4) interleaved rounds of
 ``time_runner(..., 5, min)`` in one process, so that a shared machine's drift hits all alike.  Prints
 the 4x4 tiles over the batch (``t4``, what planner.CPU_WINOGRAD_MIN_TILES counts) and the heuristic's
-first candidate.  PASSES (default ``forward,backward_data``) picks the passes.
+first candidate.  PASSES (default ``forward,backward_data``) picks the passes; EVERY_SIDE=1 times
+each tile side's first config instead of the first two configs.
 """
 import os
 import sys
@@ -36,7 +37,10 @@ def main(descriptors: list[str]) -> None:
             problem = Problem(parse_descriptor(descriptor).geometry, pass_, "float32")
             auto, auto_config = planner.candidates(problem, queue.device)[0]
             named = [(im2col, im2col.configs(problem, queue.device)[0])]
-            named += [(winograd, config) for config in winograd.configs(problem, queue.device)[:2]]
+            configs = winograd.configs(problem, queue.device)
+            if os.environ.get("EVERY_SIDE"):
+                configs = list({config["m"]: config for config in reversed(configs)}.values())
+            named += [(winograd, config) for config in configs[:None if os.environ.get("EVERY_SIDE") else 2]]
             runners = [(f"{a.name}{c.get('m', '')}", planner.prepare(problem, a, c, queue)) for a, c in named]
             best = fastest(runners, queue, random_operands(problem, queue))
             times = "  ".join(f"{name} {ms:.3f}" for name, ms in best.items())

@@ -183,10 +183,11 @@ def test_a_cpu_takes_f4x4_5x5_from_its_own_count(tag, pass_, first):
     assert REGISTRY["winograd"].configs(Problem(geometry(tag), pass_, "float32"), cpu)[0]["m"] == first
 
 
-@pytest.mark.parametrize("m, r", [(4, 3), (3, 5), (4, 5)])
+@pytest.mark.parametrize("m, r", [(4, 3), (6, 3), (3, 5), (4, 5)])
 def test_the_cpu_work_group_of_the_transforms_stays_bounded(m, r):
     """winograd.cpu_work_group: whole rows (or a divisor) and as many rows as keep it within
-    CPU_GROUP_ITEMS; PoCL's own choice overran its stack with F(4x4, 5x5) (a segfault)."""
+    CPU_GROUP_ITEMS, for every launch but the GEMM's, in every pass; PoCL's own choice overran its
+    stack with F(4x4, 5x5)'s output transform and F(6x6, 3x3)'s weight gradient (segfaults)."""
     cpu = fake_device(gpu=False, compute_units=2, float_lanes=16)
     small = fake_device(gpu=False, compute_units=2, float_lanes=16, work_group=128)  # a device's own, lower limit
     for device, most in [(cpu, CPU_GROUP_ITEMS), (small, 128)]:
@@ -196,13 +197,15 @@ def test_the_cpu_work_group_of_the_transforms_stays_bounded(m, r):
             assert row_width % across == 0 and rows % down == 0 and across * down <= most
     assert cpu_work_group(25, 256, limits.of(cpu)) == (25, 16) and cpu_work_group(1024, 8, limits.of(cpu)) == (512, 1)
     assert cpu_work_group(25, 256, limits.of(small)) == (25, 4)
-    problem = Problem(geometry(f"n8g1c16o256i27x27k{r}x{r}s1x1p{r // 2}x{r // 2}d1x1"), "forward", "float32")
     winograd = REGISTRY["winograd"]
-    for device in (cpu, small):
-        config = next(c for c in winograd.configs(problem, device) if c["m"] == m)
-        for call in winograd.plan(problem, config, device).calls:
-            if call.entry in ("clc_wino_transforms", "clc_wino_output"):
-                assert call.local_size is not None and limits.of(device).fits(call.local_size)
+    for pass_ in ("forward", "backward_data", "backward_weight"):
+        problem = Problem(geometry(f"n8g1c16o256i27x27k{r}x{r}s1x1p{r // 2}x{r // 2}d1x1"), pass_, "float32")
+        for device in (cpu, small):
+            config = next(c for c in winograd.configs(problem, device) if c["m"] == m)
+            calls = [c for c in winograd.plan(problem, config, device).calls if c.entry.startswith("clc_wino_")]
+            assert len(calls) == 2
+            for call in calls:
+                assert call.local_size is not None and limits.of(device).fits(call.local_size), call.entry
                 assert call.local_size[0] * call.local_size[1] <= CPU_GROUP_ITEMS
 
 

@@ -476,10 +476,10 @@ def gathered_channels(problem: Problem, shape: "GemmShape") -> int:
 
 def gathers_long(problem: Problem, shape: "GemmShape") -> bool:
     """Whether a GEMM gathers an operand through an implicit im2col or col2im of taps (not a 1x1
-    kernel's strided read) beyond SHORT_CONTRACTION channels x taps a pixel (gathered_operand's
-    complement among gathering GEMMs)."""
-    return (_gathered_view(shape) is not None and not problem.geometry.is_pointwise
-            and not gathered_operand(problem, shape))
+    kernel's strided read) beyond SHORT_CONTRACTION channels x taps a pixel: the gathering GEMMs
+    gathered_operand leaves out."""
+    g = problem.geometry
+    return not g.is_pointwise and gathered_channels(problem, shape) * g.kernel_volume > SHORT_CONTRACTION
 
 
 def gathered_operand(problem: Problem, shape: "GemmShape") -> str:

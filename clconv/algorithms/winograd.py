@@ -1,13 +1,13 @@
-"""Winograd F(2x2, 3x3), F(4x4, 3x3), F(2x2, 5x5), F(3x3, 5x5), F(4x4, 5x5) and F(2x2, 7x7) for square 3x3, 5x5 and 7x7
-stride-1 convolutions (any dilation) and their weight gradients, not fused (kernels/winograd.mako for
-the transforms, the GEMM core for the products).
+"""Winograd F(2x2, 3x3), F(4x4, 3x3), F(6x6, 3x3), F(2x2, 5x5), F(3x3, 5x5), F(4x4, 5x5) and F(2x2, 7x7)
+for square 3x3, 5x5 and 7x7 stride-1 convolutions (any dilation) and their weight gradients, not
+fused (kernels/winograd.mako for the transforms, the GEMM core for the products).
 
-Forward: each MxM output tile (M = 2 or 4 for 3x3, 2, 3 or 4 for 5x5, 2 for 7x7: config ``m``) of an RxR
-kernel is ``A^T [(G g G^T) . (B^T d B)] A`` for its ALPHA x ALPHA input patch ``d`` (ALPHA = M + R - 1):
-per input and output channel pair, ALPHA^2 multiplies per tile where a direct convolution does
-R^2 M^2: 16 for 36 (2.25x fewer) with F(2x2, 3x3), 36 for 144 (4x) with F(4x4, 3x3), 36 for 100
-(2.8x) with F(2x2, 5x5), 49 for 225 (4.6x) with F(3x3, 5x5), 64 for 400 (6.25x) with F(4x4, 5x5), 64 for
-196 (3.1x) with F(2x2, 7x7).
+Forward: each MxM output tile (M = 2, 4 or 6 for 3x3, 2, 3 or 4 for 5x5, 2 for 7x7: config ``m``) of
+an RxR kernel is ``A^T [(G g G^T) . (B^T d B)] A`` for its ALPHA x ALPHA input patch ``d`` (ALPHA = M +
+R - 1): per input and output channel pair, ALPHA^2 multiplies per tile where a direct convolution
+does R^2 M^2: 16 for 36 (2.25x fewer) with F(2x2, 3x3), 36 for 144 (4x) with F(4x4, 3x3), 64 for 324
+(5.1x) with F(6x6, 3x3), 36 for 100 (2.8x) with F(2x2, 5x5), 49 for 225 (4.6x) with F(3x3, 5x5), 64
+for 400 (6.25x) with F(4x4, 5x5), 64 for 196 (3.1x) with F(2x2, 7x7).
 The elementwise products summed over input channels are ALPHA^2 independent GEMMs per group, so
 the plan is: transform the input (V) and the weight (U) in one launch, run the GEMMs (M = U V)
 through the GEMM core (gemm.mako, its tiles and its CPU variant), transform M back into the output
@@ -39,12 +39,13 @@ Error: the transforms add and scale values.  F(2x2, 3x3) (points 0, +-1; constan
 carries about 2-4x the fp32 rounding error of a direct sum of the same length; the two with
 ALPHA = 6 (points 0, +-1, +-2; constants up to 8 and down to 1/24) 10-20x that: up to a tenth of
 ``reference.tolerance`` where F(2x2, 3x3) stays under a hundredth; F(3x3, 5x5) (ALPHA = 7, the point
-1/2 added; constants down to 1/120) about as much as F(2x2, 5x5), and F(2x2, 7x7) and F(4x4, 5x5) (ALPHA = 8,
-the points +-1/2 added; constants down to 1/360) about as much again (measured against the float64
-reference in tests/algorithms/test_gemm_configs.py, whose bounds say so).  The workspaces hold
-the transformed input and the products: ALPHA^2 / M^2 (4x, 2.25x, 9x, 5.4x, 4x, 16x) the input and the
-output (the output gradient, for the weight gradient) in size; the algorithm declines when they pass the
-workspace limit.
+1/2 added; constants down to 1/120) about as much as F(2x2, 5x5), and F(2x2, 7x7), F(4x4, 5x5) and
+F(6x6, 3x3) (ALPHA = 8, the points +-1/2 added; constants down to 1/360, and up to 32 in F(6x6,
+3x3)'s A^T) about as much again, F(6x6, 3x3)'s forward twice that (measured against the float64
+reference in tests/algorithms/test_gemm_configs.py, whose bounds say so).  The workspaces hold the
+transformed input and the products: ALPHA^2 / M^2 (4x, 2.25x, 1.8x, 9x, 5.4x, 4x, 16x) the input and
+the output (the output gradient, for the weight gradient) in size; the algorithm declines when they
+pass the workspace limit.
 """
 
 from __future__ import annotations
@@ -360,9 +361,10 @@ class Winograd(Algorithm):
         """The tile sides M in the order their configs come.  A larger tile (F(4x4, 3x3): 4x fewer
         multiplies than a direct sum and 2.25x fewer workspace bytes than F(2x2, 3x3); F(3x3, 5x5):
         5.4 multiplies per output against F(2x2, 5x5)'s 9, 0.6x its bytes; F(4x4, 5x5): 4, 0.8x
-        F(3x3, 5x5)'s bytes; F(6x6, 3x3): 1.8, 0.8x F(4x4, 3x3)'s bytes) comes before a smaller one where it does less GEMM work and its GEMMs
-        are not starved (:meth:`fed`); the sides so fed come by their GEMM work (the larger side first
-        at equal work), then the starved ones, the smaller first.  A dilated layer's phases of a
+        F(3x3, 5x5)'s bytes; F(6x6, 3x3): 1.8, 0.8x F(4x4, 3x3)'s bytes) comes before a smaller one
+        where it does less GEMM work and its GEMMs are not starved (:meth:`fed`); the sides so fed
+        come by their GEMM work (the larger side first at equal work), then the starved ones, the
+        smaller first.  A dilated layer's phases of a
         row or two each make the larger tile's work the larger (DeepLab's 3x3 at dilation 18 on
         33x33: F(4x4, 3x3) ran 2.25x F(2x2, 3x3)'s GEMM work in 1.98-2.12x its time on an H200,
         all three passes; docs/perf/h200-tune-closing.json).  F(2x2, ...)'s constants are halves,

@@ -1,6 +1,6 @@
 ## Winograd F(MxM, RxR), not fused: the transforms around the GEMM core's ALPHA^2 GEMMs per group
-## (ALPHA = M + R - 1; F(2x2, 3x3), F(4x4, 3x3), F(2x2, 5x5), F(3x3, 5x5), F(4x4, 5x5), F(2x2, 7x7):
-## algorithms/winograd.py has the matrices and why each identity holds).
+## (ALPHA = M + R - 1; F(2x2, 3x3), F(4x4, 3x3), F(6x6, 3x3), F(2x2, 5x5), F(3x3, 5x5), F(4x4, 5x5),
+## F(2x2, 7x7): algorithms/winograd.py has the matrices and why each identity holds).
 ## The convolution whose tiles are transformed: input `src` (N, G*CIN, IH, IW) -> output `dst`
 ## (N, G*COUT, OH, OW), or (N, IH, IW, G*CIN) -> (N, OH, OW, G*COUT) channels_last; the forward pass
 ## runs x -> y, the data gradient dy -> dx with the weight flipped and its channel axes swapped

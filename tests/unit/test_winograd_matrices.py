@@ -71,6 +71,13 @@ def test_a_dilated_layer_is_tiled_phase_by_phase(tag, pass_, tiles):
 H200_LIKE = H200.stand_in()  # as the planner saw the H200 of the stored runs
 
 
+def _gpu_configs(tag: str, pass_: str):
+    """The problem of ``tag`` and ``pass_``, the winograd algorithm and its configs on an H200."""
+    problem = Problem(geometry(tag), pass_, "float32")
+    winograd = REGISTRY["winograd"]
+    return problem, winograd, winograd.configs(problem, H200_LIKE)
+
+
 @pytest.mark.parametrize("tag, pass_, first", [
     ("n32g1c128o128i28x28k3x3s1x1p1x1d1x1", "forward", 4),         # 1568 4x4 tiles
     ("n64g1c160o320i7x7k3x3s1x1p1x1d1x1", "backward_data", 4),     # 256: F(4x4) 0.084 against F(2x2)'s 0.09 ms
@@ -88,22 +95,13 @@ def test_the_larger_tile_comes_first_where_its_gemms_stay_large(tag, pass_, firs
     """On a GPU: from GPU_LARGE_FIRST_MIN_TILES 4x4 tiles (forward, data gradient) or
     GPU_F4_WEIGHT_MIN_TILES 2x2 tiles (weight gradient); the comments are H200 measurements
     (docs/perf/h200-tune-winograd-sides.json and the stored tuning runs)."""
-    problem = Problem(geometry(tag), pass_, "float32")
-    winograd = REGISTRY["winograd"]
-    configs = winograd.configs(problem, H200_LIKE)
+    problem, winograd, configs = _gpu_configs(tag, pass_)
     assert configs[0]["m"] == first
     assert {c["m"] for c in configs[:3]} == set(SIDES[3])  # tuning's first candidates measure every side
     if pass_ == "backward_weight":
         assert (winograd.tiles(problem, 2) >= GPU_F4_WEIGHT_MIN_TILES) == (first == 4)
     else:
         assert (winograd.tiles(problem, 4) >= GPU_LARGE_FIRST_MIN_TILES[4, 3]) == (first == 4)
-
-
-def _gpu_configs(tag: str, pass_: str):
-    """The problem of ``tag`` and ``pass_``, the winograd algorithm and its configs on an H200."""
-    problem = Problem(geometry(tag), pass_, "float32")
-    winograd = REGISTRY["winograd"]
-    return problem, winograd, winograd.configs(problem, H200_LIKE)
 
 
 @pytest.mark.parametrize("tag, pass_, first", [

@@ -463,7 +463,28 @@ def _short_weight_gradient(problem: Problem) -> bool:
     g = problem.geometry
     low, high = SHORT_WEIGHT_PRODUCTS
     return (low <= g.batch_out_pixels <= high and g.flops <= WEIGHT_GRADIENT_MIN_FLOPS
-            and problem.pass_ == "backward_weight" and bool(weight_blocks(problem)))
+            and problem.pass_ == "backward_weight" and not _full_pointwise_weights(problem)
+            and bool(weight_blocks(problem)))
+
+
+# The weights a group (output x input channels) of a 1x1 weight gradient above which direct's blocks
+# do not come first however short its sum (_full_pointwise_weights).
+POINTWISE_BLOCK_WEIGHTS = 1 << 17
+
+
+def _full_pointwise_weights(problem: Problem) -> bool:
+    """Whether a 1x1 weight gradient has more than POINTWISE_BLOCK_WEIGHTS weights a group.  With
+    one tap, direct's blocks reuse no loaded value across taps (a block of cib x cob sums loads
+    cib + cob values a product), and with that many weights the GEMMs' tiles are full both ways.
+    On an H100/H200 (docs/perf/heuristic_check.py) the blocks ran the short 1x1 weight gradients of
+    more weights in 1.17-1.52x the best (ResNet-50's 1024 -> 256 at batch 1 and 256 -> 1024 at
+    batch 2, a batch-1 stride-2 512 -> 1024, EfficientNet-B0's 320 -> 1280 head; gemm1x1's tiles
+    were best on all four), and those of up to 2^17 weights in 1.00x (DenseNet-121's 1024 -> 128,
+    a batch-1 stride-2 256 -> 512, 256 -> 256 at 16x16, BiFPN's 160, PointNet's 64 -> 128).  The
+    twenty-first list's batch-5 1024 -> 256 at 14x14, found after the rule's bound, ran them in
+    1.58x split-K's time (docs/perf/gpu39/fresh-unseen21.json)."""
+    g = problem.geometry
+    return g.is_pointwise and g.cout_per_group * g.cin_per_group > POINTWISE_BLOCK_WEIGHTS
 
 
 # Depthwise weight gradients of at most this many products per weight (batch x output pixels) and

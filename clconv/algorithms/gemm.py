@@ -529,8 +529,23 @@ SMALL_WIDE_TILE = (32, 64, 16, 2, 4, 2, 1, 3)
 # (128x64 in 8x4 blocks best); over all 111 forwards so timed, 1.055x -> 1.048x the fastest.
 # Layers whose rows fill 32-row tiles keep the waste order (at 64 and 128 channels that tile ran
 # 1.00-1.11x and 1.3-1.4x the fastest), as do those it would waste more rows on (24 or 80 rows).
+# Judged on a second list written before it was measured (docs/perf/h100-partial-rows2-layers.txt,
+# gpu39/rows2.json: 15 forwards, 3D, 1D, strided 2D): 1.143x -> 1.052x the fastest.  Written from
+# that run: where 128-row tiles waste no more rows than 64-row ones either (97-127 rows), the waste
+# order stays: its 128x64 tile in 8x4 blocks ran 3x3x3 forwards of 104 and 112 channels in 0.85x and
+# 0.92x this tile's time, one of 120 (at 8x14x14, half the columns) in 1.05x.
 PARTIAL_ROWS_TILE = (64, 64, 16, 4, 4, 4, 1, 3)
 PARTIAL_ROWS_MULTIPLE = 32
+# A GEMM that gathers taps along one spatial dimension (a 1D layer: a run of one row, no 2D or 3D
+# index to decode per element) takes a 64x128 tile where the order put the 64x64 tile in 4x4 blocks
+# first: half the weight loads per FMA for twice the gathers a work-item.  In 8x8 blocks where the
+# rows fill 64-row tiles, else in 4x8 blocks.  Over every 1D layer-pass with every implicit-GEMM tile
+# timed (docs/perf/implicit_forward_tiles.py's runs), the 64x64 tile came first on 11 and a 64x128 one
+# was the fastest on all 11: at 64 rows (WaveNet's, a TCN's and SoundStream's dilated layers, forwards
+# and data gradients) the 8x8 blocks, the 64x64 tile 1.18-1.25x their time and the 4x8 blocks
+# 1.06-1.22x; at 40-60 rows (forwards of Wave-U-Net's k15 and of k5-k9 layers) the 4x8 blocks, the
+# 64x64 tile 1.05-1.33x and the 8x8 blocks 1.23-1.25x their time.
+ROW_GATHER_TILES = {True: (64, 128, 16, 8, 8, 4, 1, 3), False: (64, 128, 16, 4, 8, 4, 1, 3)}  # rows fill 64?
 
 
 def gather_rank(m: int, n: int, tile: Mapping[str, Any], gathered: str, units: int = 1,
@@ -551,13 +566,15 @@ def gather_rank(m: int, n: int, tile: Mapping[str, Any], gathered: str, units: i
 def gemm_tiles(m: int, n: int, fit: limits.Limits, itemsize: int, limit: int = TILE_CANDIDATES, groups: int = 1,
                vector_first: bool = True, layout: str = CHANNELS_FIRST, plain: bool = False, k: int = 0,
                gathered: str = "", large_blocks: bool = True, weights: TileWeights | None = None,
-               matrices: bool = True, gathered_channels: int = 0, long_gather: bool = False) -> list[dict]:
+               matrices: bool = True, gathered_channels: int = 0, long_gather: bool = False,
+               gathered_ndim: int = 2) -> list[dict]:
     """Tiles that fit the device, best guess first: least work wasted on the matrix edges, enough
     work-groups to fill every compute unit (on a GPU), then the table's order of preference.  On a
     GPU, a GEMM that gathers operand ``gathered`` ("a" or "b": gathered_operand) ranks by its
     gathering instead (gather_rank, SHORT_CONTRACTION; ``gathered_channels``: the gathered
     operand's channels, for GATHER_DENSE_CHANNELS; ``long_gather``: a GEMM that gathers an operand
-    beyond SHORT_CONTRACTION, for PARTIAL_ROWS_TILE).  ``plain`` (Winograd's workspace
+    beyond SHORT_CONTRACTION, for PARTIAL_ROWS_TILE; ``gathered_ndim``: the spatial dimensions of
+    more than one pixel its gather runs over, for ROW_GATHER_TILES).  ``plain`` (Winograd's workspace
     matrices): on a GPU the blocks' local loads per FMA weigh against that waste, on a CPU the
     larger block breaks its ties.  On a CPU, the GEMM without local memory comes first when
     ``vector_first`` (else after one local-memory tile); it reads rows of channels-first
@@ -661,10 +678,15 @@ def gemm_tiles(m: int, n: int, fit: limits.Limits, itemsize: int, limit: int = T
         tiles.remove(SMALL_WIDE_TILE)
         tiles.insert(0, SMALL_WIDE_TILE)
     if (gpu and long_gather and m % PARTIAL_ROWS_MULTIPLE and PARTIAL_ROWS_TILE in tiles
-            and rounded(m, PARTIAL_ROWS_TILE[0]) == rounded(m, PARTIAL_ROWS_MULTIPLE)):
-        # rows that leave every row tile partly empty, gathered long: PARTIAL_ROWS_TILE
+            and rounded(m, PARTIAL_ROWS_MULTIPLE) == rounded(m, 64) < rounded(m, 128)):
+        # rows that leave every row tile partly empty, fewest in 64-row tiles, gathered long
         tiles.remove(PARTIAL_ROWS_TILE)
         tiles.insert(0, PARTIAL_ROWS_TILE)
+    row_gather_tile = ROW_GATHER_TILES[m % 64 == 0]
+    if gpu and gathered_ndim == 1 and (gathered or long_gather) and tiles[0] == PARTIAL_ROWS_TILE \
+            and row_gather_tile in tiles:
+        tiles.remove(row_gather_tile)
+        tiles.insert(0, row_gather_tile)
     configs = [dict(zip(TILE_KEYS, t)) for t in tiles]
     if not gpu:
         # no local memory, no barriers: what PoCL runs fastest (docs/performance.md); the

@@ -47,6 +47,7 @@ class ImplicitGemm(Algorithm):
                            vector_first=vector_first(problem, shape), layout=problem.layout, k=weight_contraction(shape),
                            gathered=gathered_operand(problem, shape), gathered_channels=gathered_channels(problem, shape),
                            long_gather=problem.pass_ != "backward_weight" and gathers_long(problem, shape),
+                           gathered_ndim=sum(extent > 1 for extent in problem.geometry.in_size),
                            large_blocks=self.large_blocks(problem, shape),
                            matrices=self.reads_matrices(problem), weights=self.tile_weights(problem))
         return thrashing_last(tiles, problem, shape, fit)

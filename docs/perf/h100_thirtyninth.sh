@@ -8,6 +8,9 @@
 #   PART=rows2 bash docs/perf/h100_thirtyninth.sh
 #       every GPU tile of the implicit GEMM's forward on docs/perf/h100-partial-rows2-layers.txt
 #       (rows2.json): PARTIAL_ROWS_TILE judged out of sample
+#   PART=ab [ROUNDS=2] bash docs/perf/h100_thirtyninth.sh
+#       docs/perf/h100-thirtyninth-changed-layers.txt (`clconv bench --check`), this tree and .ab/s39
+#       (the session's start, 735f9a8's clconv/) alternating (changed-streams.json)
 #   PART=unseen21 bash docs/perf/h100_thirtyninth.sh
 #       docs/perf/h200-unseen21-layers.txt tuned and re-timed, then its stream of default calls
 #       against cuDNN, this tree (fresh-unseen21.json, stream-unseen21.json)
@@ -30,6 +33,10 @@ if [ "$PART" = rows2 ]; then
     PYTHONPATH=$(tree work) CLCONV_CACHE_DIR=/tmp/ct timeout ${TILES_S:-300} python3 $root/docs/perf/gemm_all_tiles.py \
         --only implicit_gemm:forward $OUT/rows2.json $root/docs/perf/h100-partial-rows2-layers.txt > $OUT/rows2.log 2>&1
     echo "tiles exit $?"; grep "tiles, chosen" $OUT/rows2.log
+fi
+if [ "$PART" = ab ]; then
+    cd /tmp
+    BASE=s39 ab_rounds "$root/docs/perf/h100-thirtyninth-changed-layers.txt" "$OUT/changed-streams.json" ${AB_S:-140}
 fi
 if [ "$PART" = unseen21 ]; then
     cd /tmp

@@ -166,6 +166,12 @@ SETS = {  # name: (shape specs, batch override, tuning run)
     # first F(6x6, 3x3) configuration 0.72-1.06x F(4x4, 3x3)'s fastest (geomean 0.89), the forward
     # and data gradient 0.90-1.18x
     "f63": ([str(HERE / "h100-f63-layers.txt")], None, "h100-tune-f63.json"),
+    # written on 2026-12-07 (thirty-ninth session) at its start, before any of its changes and before
+    # it was measured; tuned on an H100 the same way (gpu39/fresh-unseen21.json): 1.063x the tuning
+    # run's winner as found, 1.057x re-timed (worst 2.09x: GCNet's 2048 -> 1 data gradient in
+    # gemm1x1, direct's 0.46x its time; 2.06x: X3D's 1x1x1 24 -> 54 weight gradient in direct's
+    # blocks, split-K's 0.48x)
+    "unseen21": ([str(HERE / "h200-unseen21-layers.txt")], None, "h100-tune-unseen21.json"),
 }
 
 # Runs that re-timed every tile of some layer-passes after their kernel changed: their times replace

@@ -19,8 +19,8 @@ from clconv.plan import Problem
 from clconv.planner import label
 
 HERE = Path(__file__).parent
-RUNS = (*heuristic_check.ALL_TILES, "gpu38/tiles3d.json", "gpu38/rows.json")
-LISTS = ("h100-3d-tiles-layers.txt", "h100-partial-rows-layers.txt")  # the layers of the two runs
+RUNS = (*heuristic_check.ALL_TILES, "gpu38/tiles3d.json", "gpu38/rows.json", "gpu39/rows2.json")
+LISTS = ("h100-3d-tiles-layers.txt", "h100-partial-rows-layers.txt", "h100-partial-rows2-layers.txt")  # the runs' layers
 
 
 def main(show_rows: bool) -> None:

@@ -32,9 +32,9 @@ def judged():
 
 
 def test_every_stored_layer_pass_is_judged(judged):
-    # 1996 stored, less the unseen list's batch-1 1x1 2048 -> 512 forward: split-K, its first
+    # 2071 stored, less the unseen list's batch-1 1x1 2048 -> 512 forward: split-K, its first
     # candidate since 1x1 forwards may go to it, was not a candidate when that list was tuned
-    assert sum(len(rows) for rows in judged.values()) == 1995
+    assert sum(len(rows) for rows in judged.values()) == 2070
 
 
 # the small 1x1 list (1.15x): gemm1x1's forwards over 256-512 channels at 1.24-1.39x the implicit
@@ -48,8 +48,12 @@ SET_BOUNDS = {"strided 1x1": 1.22, "pointwise-small": 1.15, "strided-small": 1.1
 # 64 -> 3 at 256x256, batch 1) runs its weight gradient in split-K at 3.05x Winograd F(2x2, 7x7)'s
 # time (direct's blocks of one output channel 1.37x): three output channels are under every channel
 # minimum of Winograd's weight gradient (planner._winograd_pays), set on layers of 8-26 channels;
-# a known miss, not fitted to this one layer
-WORST_BOUNDS: dict[str, float] = {"ninth": 3.1}
+# a known miss, not fitted to this one layer.  The twenty-first list's two over 2x are known misses
+# too: GCNet's 2048 -> 1 data gradient (a contraction of one channel) in gemm1x1's 32x32 tile at
+# 2.19x direct's time, where KataGo's 256 -> 2 policy head ran gemm1x1 in 0.83x direct's; X3D's
+# 1x1x1 24 -> 54 weight gradient (401408 products) in direct's blocks at 2.06x split-K's, where
+# FBNet's 1x1 16 -> 96 (200704) ran them in 0.99x and MobileNetV2's 32 -> 16 (401408) in 0.67x
+WORST_BOUNDS: dict[str, float] = {"ninth": 3.1, "unseen21": 2.2}
 
 
 def test_the_first_candidate_stays_near_the_best(judged):
@@ -167,6 +171,10 @@ def test_the_first_candidate_stays_near_the_best(judged):
     re-timed.  A list of 13 3x3 layers tuned with F(6x6, 3x3) among the sides: 1.008x with it first
     in GPU weight gradients of 128 of its tiles and 32 channels (winograd.GPU_WEIGHT_ONLY_SIDES); 1.047x over 1995
     (1.039x; the other lists' weight gradients it moves read it as Winograd's fastest timed).
+    A twenty-first list written before it was measured (thirty-ninth session, H100): 1.063x as found
+    (worst 2.09x: WORST_BOUNDS), 1.057x re-timed; with 1x1 weight gradients of more than 2^17
+    weights kept from direct's blocks (planner._full_pointwise_weights) and 1D gathers in 64x128
+    tiles (gemm.ROW_GATHER_TILES): 1.055x there, 1.045x over 2070 (1.037x).
     The strided 1x1 list (9 data gradients) stays at 1.21x: im2col's first GEMM tile there runs
     1.2-1.5x its best on three layers, a known miss its bound records."""
     everything = [r["ratio"] for rows in judged.values() for r in rows]

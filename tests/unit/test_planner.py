@@ -239,6 +239,20 @@ def test_gpu_heuristic_runs_short_small_weight_gradients_directly(tag, wanted):
 
 
 @pytest.mark.parametrize("tag, wanted", [
+    ("n4g1c1024o128i7x7k1x1s1x1p0x0d1x1", True),      # DenseNet-121's 1024 -> 128, 2^17 weights: direct best
+    ("n4g1c256o256i16x16k1x1s1x1p0x0d1x1", True),     # 2^16 weights: direct 0.45x split-K's time
+    ("n1g1c1024o256i14x14k1x1s1x1p0x0d1x1", False),   # 2^18 weights: direct 1.25x gemm1x1's time
+    ("n5g1c1024o256i14x14k1x1s1x1p0x0d1x1", False),   # the same at batch 5: direct 1.58x split-K's
+    ("n8g1c320o1280i7x7k1x1s1x1p0x0d1x1", False),     # EfficientNet-B0's head: direct 1.27x gemm1x1's
+    ("n4g1c192o192i12x12k3x3s1x1p1x1d1x1", True),     # 3x3, 331776 weights: direct best (the bound is 1x1s')
+])
+def test_gpu_heuristic_keeps_full_pointwise_weight_gradients_from_direct(tag, wanted):
+    """planner._full_pointwise_weights: a short 1x1 weight gradient of more than
+    POINTWISE_BLOCK_WEIGHTS weights goes to the GEMMs, whose tiles are full both ways."""
+    assert (heuristic_order(_problem(tag, "backward_weight"), H200_LIKE)[0] == "direct") is wanted
+
+
+@pytest.mark.parametrize("tag, wanted", [
     ("n64g1c1o8i30x25x25k7x3x3s1x1x1p0x0x0d1x1x1", True),    # HybridSN's 7x3x3 1 -> 8: im2col 1.63x direct's time
     ("n1g1c3o10i480x640k3x3s1x1p0x0d1x1", True),              # MTCNN's 3 -> 10: 1.37x
     ("n4g1c8o8i32x56x56k1x3x3s1x1x1p0x1x1d1x1x1", True),      # SlowFast's 8 -> 8: 1.84x

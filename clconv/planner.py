@@ -894,7 +894,7 @@ def _saving_winograd(problem: Problem, device: cl.Device) -> Winograd | None:
     save multiplies enough (Winograd.saving, WINOGRAD_MIN_SAVING), else None."""
     winograd = REGISTRY.get("winograd")
     if (isinstance(winograd, Winograd) and winograd.decline_reason(problem, device) is None
-            and winograd.saving(problem) >= WINOGRAD_MIN_SAVING):
+            and winograd.saving(problem, device) >= WINOGRAD_MIN_SAVING):
         return winograd
     return None
 

@@ -280,15 +280,19 @@ class Winograd(Algorithm):
         from 3 on), more where a dilated layer's phases have only a row or two each."""
         return self.tiles(problem, m) * positions(m, kernel_side(problem))
 
-    def saving(self, problem: Problem) -> float:
+    def saving(self, problem: Problem, device) -> float:
         """The direct sum's multiplies per channel pair (the forward's outputs times the kernel's taps,
         the same work for each pass) over the GEMMs' (ALPHA^2 per tile) with the side that needs the
         fewest: 2.25-4.6x where the tiles cover the outputs whole, less where they are cut off at the
         edges, under 1 where the tiles are mostly empty.  FCN's fc6, a 7x7 kernel over a 7x7 input,
         has one output per 2x2 tile in the forward (0.77), and its data gradient runs the 7x7 kernel
-        over a 1x1 dy padded by 6: 16 tiles of 64 products an image for 49 taps of work (0.05)."""
+        over a 1x1 dy padded by 6: 16 tiles of 64 products an image for 49 taps of work (0.05).
+        A side of GPU_WEIGHT_ONLY_SIDES counts only where it is fed on ``device`` (it comes last
+        elsewhere, for tuning to measure)."""
         g = problem.geometry
-        return g.batch_out_pixels * g.kernel_volume / min(self.gemm_work(problem, m) for m in SIDES[kernel_side(problem)])
+        r = kernel_side(problem)
+        sides = [m for m in SIDES[r] if (m, r) not in GPU_WEIGHT_ONLY_SIDES or self.fed(problem, device, m)]
+        return g.batch_out_pixels * g.kernel_volume / min(self.gemm_work(problem, m) for m in sides)
 
     def _shape(self, problem: Problem, conv: dict, ksplit: int = 0) -> GemmShape:
         """The GEMMs, G * ALPHA^2 of them: forward and data gradient M[t] = U[t] V[t] (C_out x tiles,

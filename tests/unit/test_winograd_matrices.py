@@ -230,4 +230,15 @@ def test_saving_counts_the_forward_s_work_against_the_gemms(tag, pass_, saving):
     """Winograd.saving: the direct sum's multiplies per channel pair (the forward's outputs x taps,
     whatever the pass) over the GEMMs' (tiles x ALPHA^2) with the side that needs the fewest."""
     problem = Problem(geometry(tag), pass_, "float32")
-    assert REGISTRY["winograd"].saving(problem) == pytest.approx(saving)
+    assert REGISTRY["winograd"].saving(problem, H200_LIKE) == pytest.approx(saving)
+
+
+def test_saving_counts_a_weight_only_side_where_it_is_fed():
+    """F(6x6, 3x3) (GPU_WEIGHT_ONLY_SIDES) saves the most on a 3x3 forward whose outputs 6 divides,
+    but comes last there: the saving is F(4x4, 3x3)'s; in a GPU's weight gradient of enough of its
+    tiles and channels, F(6x6, 3x3)'s."""
+    winograd = REGISTRY["winograd"]
+    tag = "n8g1c64o64i48x48k3x3s1x1p1x1d1x1"  # 64 6x6 tiles an image: whole, 2304 outputs
+    assert winograd.saving(Problem(geometry(tag), "forward", "float32"), H200_LIKE) == pytest.approx(9 * 2304 / (144 * 36))
+    assert winograd.saving(Problem(geometry(tag), "backward_weight", "float32"), H200_LIKE) \
+        == pytest.approx(9 * 2304 / (64 * 64))

@@ -177,13 +177,35 @@ def _blocks_under_a_wave(problem: Problem, device, config: dict) -> bool:
     return work_groups < limits.of(device).compute_units <= g.weight_elements
 
 
+def strided_blocks_halved(problem: Problem, device) -> bool:
+    """Whether the blocks' configurations start from weight_blocks' block of fewer output channels
+    (its last, where it has one): on a GPU, channels-first, for one group whose windows overlap
+    along a stride over the rows or the depth of an image or volume (a kernel longer than that
+    stride).  On an H100 and H200 (docs/perf/heuristic_check.py) the stride-2 3x3 first layers of 3
+    input channels ran blocks of 4 output channels (6 for 24 and 48) in 0.69-0.93x the time of blocks
+    of 8 on 11 of 12 such layers of 16-64 channels (Inception-v3's, MobileNetV3's, HGNetV2's, DDRNet's,
+    EfficientFormer's, MobileOne's, SVTR's, TinyViT's, EfficientNet-B7's, Xception's twice: the
+    twenty-first list's, 710432 products, 0.69x), 1.14x on MobileViT's 3 -> 16 at batch 64.  Not
+    where the windows do not overlap or the layer is grouped (a 1x1 stride-2 256 -> 512 ran 1.28x,
+    ResNeXt's strided 3x3 of 32 groups 1.05-1.18x, patch embeddings 0.77-1.08x), nor for stride-1
+    first layers (IMPALA's 3 -> 16: blocks of 4 in 1.58x the time of 8's) or strided 1D ones (wav2vec
+    2.0's k10 stride 5: 1.05-1.11x)."""
+    g = problem.geometry
+    return (limits.of(device).gpu and problem.layout == CHANNELS_FIRST and g.groups == 1
+            and any(k > s > 1 for k, s in zip(g.kernel[:2], g.stride[:2])))  # over depth or rows: not 1D
+
+
 def block_configs(problem: Problem, device) -> list[dict]:
     """The blocks' configurations, best guess first: the first block with its work-group size,
     then with the other size (channels-last: 128 work-items, 8 blocks side by side), then the
-    other blocks (empty where no block fits)."""
+    other blocks (empty where no block fits); the block of fewer output channels first where
+    strided_blocks_halved says."""
     fit = limits.of(device)
     out = []
-    for n, (cob, cib) in enumerate(weight_blocks(problem)):
+    blocks = weight_blocks(problem)
+    if len(blocks) > 1 and blocks[-1][0] < blocks[0][0] and strided_blocks_halved(problem, device):
+        blocks = [blocks[-1], *blocks[:-1]]
+    for n, (cob, cib) in enumerate(blocks):
         first = block_work_group(problem, device, cob, cib)
         options: list[tuple[int, int | None]] = [(first, None)]
         if n == 0:

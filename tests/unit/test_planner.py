@@ -293,6 +293,19 @@ def test_direct_takes_a_work_group_per_weight_where_depthwise_blocks_leave_units
     assert ("cob" not in configs[0]) is per_element_first, configs
 
 
+@pytest.mark.parametrize("tag, cob", [
+    ("n32g1c3o32i299x299k3x3s2x2p0x0d1x1", 4),          # Xception's entry: blocks of 4 in 0.69x 8's time
+    ("n32g1c3o24i224x224k3x3s2x2p1x1d1x1", 6),          # EfficientFormer's stem: 6, 0.92x
+    ("n64g1c3o16i64x64k3x3s1x1p1x1d1x1", 8),            # stride 1 (IMPALA's): 4 ran 1.58x 8's time
+    ("n2g1c1o512i48000k10s5p0d1", 8),                   # strided 1D (wav2vec 2.0's): 1.05-1.11x
+    ("n32g1c4o1152i32x32k2x2s2x2p0x0d1x1", 8),          # a patch embedding: windows that do not overlap
+])
+def test_direct_weight_blocks_of_strided_overlapping_windows_take_fewer_output_channels(tag, cob):
+    """direct.strided_blocks_halved: one group, a stride over rows or depth shorter than the kernel."""
+    configs = REGISTRY["direct"].configs(_problem(tag, "backward_weight"), H200_LIKE)
+    assert configs[0]["cob"] == cob, configs
+
+
 @pytest.mark.parametrize("tag, wanted", [
     ("n16g640c640o640i200k41s1p20d1", 128),                    # Citrinet's 1D k41, 640 blocks: 64 ran 1.49x
     ("n32g768c768o768i512k9s1p4d1", 128),                      # ConvBERT's 1D k9, 768 blocks: 1.42x

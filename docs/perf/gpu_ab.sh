@@ -12,6 +12,10 @@
 #                     (heuristic_retime.py fresh, at most LIMIT seconds: 300), then its stream of
 #                     default calls against cuDNN (`clconv bench --check`), this tree: fresh-NAME.json,
 #                     stream-NAME.json and their logs in $OUT
+#   implicit_tiles NAME LIST [LIMIT]
+#                     every GPU tile of the implicit GEMM's forward on shape list LIST
+#                     (gemm_all_tiles.py --only implicit_gemm:forward, at most LIMIT seconds: 300), this
+#                     tree: NAME.json and NAME.log in $OUT, and each layer's line
 #   ab_rounds LIST FILE [LIMIT]
 #                     `clconv bench LIST --check` with this tree and .ab/$BASE (base) alternating, ROUNDS
 #                     rounds (2 by default), each run at most LIMIT seconds (150), a line a run; all
@@ -46,4 +50,9 @@ list_runs() {
     PYTHONPATH=$(tree work) CLCONV_CACHE_DIR=/tmp/cw timeout 150 python3 -m clconv bench $list --check \
         --json $OUT/stream-$1.json > $OUT/stream-$1.log 2>&1; echo "bench exit $?"
     tail -2 $OUT/fresh-$1.log; tail -4 $OUT/stream-$1.log
+}
+implicit_tiles() {
+    (cd /tmp && PYTHONPATH=$(tree work) CLCONV_CACHE_DIR=/tmp/ct timeout ${3:-300} python3 $root/docs/perf/gemm_all_tiles.py \
+        --only implicit_gemm:forward $OUT/$1.json $2 > $OUT/$1.log 2>&1
+    echo "tiles exit $?"; grep "tiles, chosen" $OUT/$1.log)
 }

@@ -41,16 +41,10 @@ if [ "$PART" = f63ab ]; then
     BASE=s38 ab_rounds "$root/docs/perf/h100-f63-ab-layers.txt --passes backward_weight" "$OUT/f63-streams.json" 130
 fi
 if [ "$PART" = tiles3d ]; then
-    cd /tmp
-    PYTHONPATH=$(tree work) CLCONV_CACHE_DIR=/tmp/ct timeout ${TILES_S:-400} python3 $root/docs/perf/gemm_all_tiles.py \
-        --only implicit_gemm:forward $OUT/tiles3d.json $root/docs/perf/h100-3d-tiles-layers.txt > $OUT/tiles3d.log 2>&1
-    echo "tiles exit $?"; tail -3 $OUT/tiles3d.log
+    implicit_tiles tiles3d $root/docs/perf/h100-3d-tiles-layers.txt ${TILES_S:-400}
 fi
 if [ "$PART" = rows ]; then
-    cd /tmp
-    PYTHONPATH=$(tree work) CLCONV_CACHE_DIR=/tmp/ct timeout ${TILES_S:-300} python3 $root/docs/perf/gemm_all_tiles.py \
-        --only implicit_gemm:forward $OUT/rows.json $root/docs/perf/h100-partial-rows-layers.txt > $OUT/rows.log 2>&1
-    echo "tiles exit $?"; grep "tiles, chosen" $OUT/rows.log
+    implicit_tiles rows $root/docs/perf/h100-partial-rows-layers.txt ${TILES_S:-300}
 fi
 if [ "$PART" = ccnet ]; then
     cd /tmp

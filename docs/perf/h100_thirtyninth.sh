@@ -29,10 +29,7 @@ if [ "$PART" = host ]; then
     done
 fi
 if [ "$PART" = rows2 ]; then
-    cd /tmp
-    PYTHONPATH=$(tree work) CLCONV_CACHE_DIR=/tmp/ct timeout ${TILES_S:-300} python3 $root/docs/perf/gemm_all_tiles.py \
-        --only implicit_gemm:forward $OUT/rows2.json $root/docs/perf/h100-partial-rows2-layers.txt > $OUT/rows2.log 2>&1
-    echo "tiles exit $?"; grep "tiles, chosen" $OUT/rows2.log
+    implicit_tiles rows2 $root/docs/perf/h100-partial-rows2-layers.txt ${TILES_S:-300}
 fi
 if [ "$PART" = ab ]; then
     cd /tmp

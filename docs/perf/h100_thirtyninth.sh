@@ -9,8 +9,10 @@
 #       every GPU tile of the implicit GEMM's forward on docs/perf/h100-partial-rows2-layers.txt
 #       (rows2.json): PARTIAL_ROWS_TILE judged out of sample
 #   PART=ab [ROUNDS=2] bash docs/perf/h100_thirtyninth.sh
-#       docs/perf/h100-thirtyninth-changed-layers.txt (`clconv bench --check`), this tree and .ab/s39
-#       (the session's start, 735f9a8's clconv/) alternating (changed-streams.json)
+#       the passes this session's rules move (`clconv bench --check`): the forwards and data
+#       gradients of docs/perf/h100-thirtyninth-changed-fd-layers.txt, the weight gradients of
+#       h100-thirtyninth-changed-w-layers.txt; this tree and .ab/s39 (the session's start, 735f9a8's
+#       clconv/) alternating (changed-fd-streams.json, changed-w-streams.json)
 #   PART=unseen21 bash docs/perf/h100_thirtyninth.sh
 #       docs/perf/h200-unseen21-layers.txt tuned and re-timed, then its stream of default calls
 #       against cuDNN, this tree (fresh-unseen21.json, stream-unseen21.json)
@@ -33,7 +35,11 @@ if [ "$PART" = rows2 ]; then
 fi
 if [ "$PART" = ab ]; then
     cd /tmp
-    BASE=s39 ab_rounds "$root/docs/perf/h100-thirtyninth-changed-layers.txt" "$OUT/changed-streams.json" ${AB_S:-140}
+    BASE=s39 ab_rounds "$root/docs/perf/h100-thirtyninth-changed-w-layers.txt --passes backward_weight" \
+        "$OUT/changed-w-streams.json" ${AB_S:-100}
+    rm -f /tmp/s/changed-*.json
+    BASE=s39 ab_rounds "$root/docs/perf/h100-thirtyninth-changed-fd-layers.txt --passes forward,backward_data" \
+        "$OUT/changed-fd-streams.json" ${AB_S:-100}
 fi
 if [ "$PART" = unseen21 ]; then
     cd /tmp

@@ -481,8 +481,8 @@ def _full_pointwise_weights(problem: Problem) -> bool:
     batch 2, a batch-1 stride-2 512 -> 1024, EfficientNet-B0's 320 -> 1280 head; gemm1x1's tiles
     were best on all four), and those of up to 2^17 weights in 1.00x (DenseNet-121's 1024 -> 128,
     a batch-1 stride-2 256 -> 512, 256 -> 256 at 16x16, BiFPN's 160, PointNet's 64 -> 128).  The
-    twenty-first list's batch-5 1024 -> 256 at 14x14, found after the rule's bound, ran them in
-    1.58x split-K's time (docs/perf/gpu39/fresh-unseen21.json)."""
+    miss that led to this look: the twenty-first list's batch-5 1024 -> 256 at 14x14, blocks 1.58x
+    split-K's time (docs/perf/gpu39/fresh-unseen21.json)."""
     g = problem.geometry
     return g.is_pointwise and g.cout_per_group * g.cin_per_group > POINTWISE_BLOCK_WEIGHTS
 

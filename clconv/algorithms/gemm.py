@@ -545,7 +545,8 @@ PARTIAL_ROWS_MULTIPLE = 32
 # and data gradients) the 8x8 blocks, the 64x64 tile 1.18-1.25x their time and the 4x8 blocks
 # 1.06-1.22x; at 40-60 rows (forwards of Wave-U-Net's k15 and of k5-k9 layers) the 4x8 blocks, the
 # 64x64 tile 1.05-1.33x and the 8x8 blocks 1.23-1.25x their time.
-ROW_GATHER_TILES = {True: (64, 128, 16, 8, 8, 4, 1, 3), False: (64, 128, 16, 4, 8, 4, 1, 3)}  # rows fill 64?
+ROW_GATHER_FULL_TILE = (64, 128, 16, 8, 8, 4, 1, 3)      # rows a multiple of 64
+ROW_GATHER_PARTIAL_TILE = (64, 128, 16, 4, 8, 4, 1, 3)   # rows leaving the last 64-row tile partly empty
 
 
 def gather_rank(m: int, n: int, tile: Mapping[str, Any], gathered: str, units: int = 1,
@@ -574,7 +575,7 @@ def gemm_tiles(m: int, n: int, fit: limits.Limits, itemsize: int, limit: int = T
     gathering instead (gather_rank, SHORT_CONTRACTION; ``gathered_channels``: the gathered
     operand's channels, for GATHER_DENSE_CHANNELS; ``long_gather``: a GEMM that gathers an operand
     beyond SHORT_CONTRACTION, for PARTIAL_ROWS_TILE; ``gathered_ndim``: the spatial dimensions of
-    more than one pixel its gather runs over, for ROW_GATHER_TILES).  ``plain`` (Winograd's workspace
+    more than one pixel its gather runs over, for ROW_GATHER_FULL_TILE and ROW_GATHER_PARTIAL_TILE).  ``plain`` (Winograd's workspace
     matrices): on a GPU the blocks' local loads per FMA weigh against that waste, on a CPU the
     larger block breaks its ties.  On a CPU, the GEMM without local memory comes first when
     ``vector_first`` (else after one local-memory tile); it reads rows of channels-first
@@ -677,14 +678,16 @@ def gemm_tiles(m: int, n: int, fit: limits.Limits, itemsize: int, limit: int = T
         # their weighting of local loads decides there)
         tiles.remove(SMALL_WIDE_TILE)
         tiles.insert(0, SMALL_WIDE_TILE)
+    rows = PARTIAL_ROWS_TILE[0]
     if (gpu and long_gather and m % PARTIAL_ROWS_MULTIPLE and PARTIAL_ROWS_TILE in tiles
-            and rounded(m, PARTIAL_ROWS_MULTIPLE) == rounded(m, 64) < rounded(m, 128)):
+            and rounded(m, PARTIAL_ROWS_MULTIPLE) == rounded(m, rows) < rounded(m, 2 * rows)):
         # rows that leave every row tile partly empty, fewest in 64-row tiles, gathered long
         tiles.remove(PARTIAL_ROWS_TILE)
         tiles.insert(0, PARTIAL_ROWS_TILE)
-    row_gather_tile = ROW_GATHER_TILES[m % 64 == 0]
+    row_gather_tile = ROW_GATHER_FULL_TILE if m % rows == 0 else ROW_GATHER_PARTIAL_TILE
     if gpu and gathered_ndim == 1 and (gathered or long_gather) and tiles[0] == PARTIAL_ROWS_TILE \
             and row_gather_tile in tiles:
+        # a 1D gather: the 64x128 tile in its place (ROW_GATHER_FULL_TILE, ROW_GATHER_PARTIAL_TILE)
         tiles.remove(row_gather_tile)
         tiles.insert(0, row_gather_tile)
     configs = [dict(zip(TILE_KEYS, t)) for t in tiles]

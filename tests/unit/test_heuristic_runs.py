@@ -174,7 +174,7 @@ def test_the_first_candidate_stays_near_the_best(judged):
     A twenty-first list written before it was measured (thirty-ninth session, H100): 1.063x as found
     (worst 2.09x: WORST_BOUNDS), 1.057x re-timed; with 1x1 weight gradients of more than 2^17
     weights kept from direct's blocks (planner._full_pointwise_weights) and 1D gathers in 64x128
-    tiles (gemm.ROW_GATHER_TILES): 1.055x there, 1.045x over 2070 (1.037x).
+    tiles (gemm.ROW_GATHER_FULL_TILE, ROW_GATHER_PARTIAL_TILE): 1.055x there, 1.045x over 2070 (1.037x).
     The strided 1x1 list (9 data gradients) stays at 1.21x: im2col's first GEMM tile there runs
     1.2-1.5x its best on three layers, a known miss its bound records."""
     everything = [r["ratio"] for rows in judged.values() for r in rows]

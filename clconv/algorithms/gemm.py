@@ -487,9 +487,8 @@ def gathered_operand(problem: Problem, shape: "GemmShape") -> str:
     gathers per pixel is short (channels x taps of the input, or of dy, at most SHORT_CONTRACTION:
     the forward's and data gradient's contraction, the weight gradient's columns); "" for other
     GEMMs, and for a 1x1 kernel's (whose gather is a plain strided read: no taps, no padding)."""
-    g = problem.geometry
     gathered = _gathered_view(shape)
-    if gathered is None or g.is_pointwise or gathered_channels(problem, shape) * g.kernel_volume > SHORT_CONTRACTION:
+    if gathered is None or problem.geometry.is_pointwise or gathers_long(problem, shape):
         return ""
     return gathered[0]
 
@@ -575,8 +574,8 @@ def gemm_tiles(m: int, n: int, fit: limits.Limits, itemsize: int, limit: int = T
     gathering instead (gather_rank, SHORT_CONTRACTION; ``gathered_channels``: the gathered
     operand's channels, for GATHER_DENSE_CHANNELS; ``long_gather``: a GEMM that gathers an operand
     beyond SHORT_CONTRACTION, for PARTIAL_ROWS_TILE; ``gathered_ndim``: the spatial dimensions of
-    more than one pixel its gather runs over, for ROW_GATHER_FULL_TILE and ROW_GATHER_PARTIAL_TILE).  ``plain`` (Winograd's workspace
-    matrices): on a GPU the blocks' local loads per FMA weigh against that waste, on a CPU the
+    more than one pixel its gather runs over, for ROW_GATHER_FULL_TILE and ROW_GATHER_PARTIAL_TILE).
+    ``plain`` (Winograd's workspace matrices): on a GPU the blocks' local loads per FMA weigh against that waste, on a CPU the
     larger block breaks its ties.  On a CPU, the GEMM without local memory comes first when
     ``vector_first`` (else after one local-memory tile); it reads rows of channels-first
     activations, so channels-last ``layout`` gets the local-memory tiles only.  ``large_blocks``:

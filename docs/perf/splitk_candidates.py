@@ -57,7 +57,7 @@ def candidates(problem, device):
         tile = dict(zip(TILE_KEYS, row))
         shipped, type(splitk).MIN_PIECE = type(splitk).MIN_PIECE, SWEEP_MIN_PIECE
         try:
-            cuts = splitk.cuts(g.batch * g.out_pixels, tile["TK"])
+            cuts = splitk.cuts(g.batch_out_pixels, tile["TK"])
         finally:
             type(splitk).MIN_PIECE = shipped
         if not cuts:

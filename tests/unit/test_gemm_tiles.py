@@ -209,10 +209,11 @@ def test_long_gathers_over_partly_empty_row_tiles_take_64x64_in_4x4_blocks():
 
 
 def test_gathers_along_one_row_take_64x128_tiles():
-    """A 1D layer's gather (gemm.ROW_GATHER_FULL_TILE, ROW_GATHER_PARTIAL_TILE), where the order put the 64x64 tile in 4x4 blocks
-    first: the 64x128 tile, in 8x8 blocks over 64 rows (WaveNet's dilated k3: 0.84x the time, its
-    data gradient 0.82x) and in 4x8 blocks over partly empty ones (a k7 48 -> 48: 0.75x); the same
-    gathers in 2D and 3D keep 64x64 (a 3x3x3 56 -> 56: 64x128 in 4x8 blocks 1.16x its time)."""
+    """A 1D layer's gather (gemm.ROW_GATHER_FULL_TILE, ROW_GATHER_PARTIAL_TILE), where the order put
+    the 64x64 tile in 4x4 blocks first: the 64x128 tile, in 8x8 blocks over 64 rows (WaveNet's
+    dilated k3: 0.84x the time, its data gradient 0.82x) and in 4x8 blocks over partly empty ones
+    (a k7 48 -> 48: 0.75x); the same gathers in 2D and 3D keep 64x64 (a 3x3x3 56 -> 56: 64x128 in
+    4x8 blocks 1.16x its time)."""
     first = _first_implicit_tile
 
     wavenet = "mb8ic64iw16000oc64ow16000kw3pw8dw7"

@@ -28,7 +28,7 @@ from .algorithms import REGISTRY, Algorithm, algorithms
 from .algorithms.gemm import GPU_TILES, is_dot_config
 from .algorithms.reduce import bias_gradient_plan
 from .algorithms.direct import (
-    BLOCK_COB, FORWARD_FEW_OUTPUTS, few_outputs_first, forward_blocks_first, weight_blocks,
+    BLOCK_COB, FORWARD_FEW_OUTPUTS, cpu_tiny, few_outputs_first, forward_blocks_first, weight_blocks,
 )
 from .algorithms.direct import grouped_depthwise as _depthwise
 from .algorithms.winograd import Winograd
@@ -774,7 +774,7 @@ def _cpu_heuristic_order(problem: Problem, device: cl.Device) -> list[str]:
         # contraction is long (gemm.DOT_MIN_STEPS: 0.48-0.73x im2col's time); otherwise its B (the
         # input, transposed) has no row form, and im2col's transposed column buffer ran it 3-4x faster
         order.append("gemm1x1")
-    if g.reduction_length < 8 or g.flops <= CPU_TINY_FLOPS:
+    if cpu_tiny(g):
         order.append("direct")
     if _cpu_winograd_pays(problem, device):
         order.append("winograd")
@@ -899,12 +899,6 @@ def _saving_winograd(problem: Problem, device: cl.Device) -> Winograd | None:
     return None
 
 
-# A pass this small runs on the CPU with `direct` in a few tenths of a millisecond, which builds on
-# PoCL in about a second, where the GEMM families' two programs took 6 s cold (a 2x8x12x12 3x3
-# conv2d: 1.1 s first call with direct, 6.2 s with im2col; then 0.14 against 0.07 ms per call).
-# A first call's build outweighs tens of thousands of such calls' difference (issue #12's "on
-# PoCL prefer the algorithm that builds fast for tiny problems"); `clconv tune` still measures all.
-CPU_TINY_FLOPS = 2 * 2 ** 18
 
 
 def candidates(problem: Problem, device: cl.Device) -> list[tuple[Algorithm, dict]]:

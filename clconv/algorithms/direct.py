@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from .. import limits, settings
 from ..geometry import ConvGeometry
 from ..limits import pow2_at_most
 from ..passes import PASSES
 from ..plan import CHANNELS_FIRST, LAYOUTS, Arg, Plan, Problem, rounded
 from .base import Algorithm, call, pass_args, source
+from .gemm import largest_chunk, vector_registers
 from .reduce import splitk_sum
 
 
@@ -351,6 +354,102 @@ def few_outputs_first(problem: Problem, device, outputs: int = FORWARD_FEW_OUTPU
     return g.batch * strips * g.out_channels >= FEW_OUTPUTS_FILL * limits.of(device).compute_units
 
 
+# A pass this small runs on the CPU with `direct` in a few tenths of a millisecond, which builds on
+# PoCL in about a second, where the GEMM families' two programs took 6 s cold (a 2x8x12x12 3x3
+# conv2d: 1.1 s first call with direct, 6.2 s with im2col; then 0.14 against 0.07 ms per call).
+# A first call's build outweighs tens of thousands of such calls' difference (issue #12's "on
+# PoCL prefer the algorithm that builds fast for tiny problems"); `clconv tune` still measures all.
+CPU_TINY_FLOPS = 2 * 2 ** 18
+
+
+def cpu_tiny(g: ConvGeometry) -> bool:
+    """Whether a pass of ``g`` is tiny on a CPU: a reduction of fewer than 8 terms, or at most
+    CPU_TINY_FLOPS: the planner puts `direct` first, and direct its simplest kernels."""
+    return g.reduction_length < 8 or g.flops <= CPU_TINY_FLOPS
+
+
+# The weight gradient on CPUs in register tiles (kernels/direct_taps.mako): a work-item holds TW taps
+# of one kernel row x NB vectors of VN output channels (TW x NB vector sums) for one input channel,
+# over its slice of the batch's output rows; dy is first copied with each pixel's output channels
+# side by side (clc_dy_rows), so that a pixel's block of channels is NB vector loads.  No column
+# buffer: on PoCL (a 2-core AMD EPYC with AVX-512, 2 threads) im2col spent a third of its time on 5x5
+# weight gradients writing and re-reading columns.
+TAPS_MIN_LANES = 4       # vector lanes (of the problem's arithmetic type) the tiles need at least
+TAPS_FILL = 8            # work-items per core the slices aim at (as im2col's CPU pieces)
+TAPS_MIN_SLICE_PIXELS = 256  # output pixels per slice at least
+TAPS_CACHE_SHARE = 2     # a slice's columns of dy's copy within this share of a core's own cache
+
+
+def taps_lanes(problem: Problem, device) -> int:
+    """The tiles' vector width: the CPU's native lanes for the arithmetic type (a power of two, at
+    most 16); 0 on a GPU or where the CPU has fewer than TAPS_MIN_LANES (Mesa's llvmpipe reports 1:
+    it vectorises across work-items)."""
+    fit = limits.of(device)
+    lanes = min(16, pow2_at_most(fit.lanes(problem.itemsize)))
+    return lanes if not fit.gpu and lanes >= TAPS_MIN_LANES else 0
+
+
+def taps_tiles(problem: Problem, device) -> list[tuple[int, int]]:
+    """(TW, NB) tiles for the CPU weight gradient, best first: the TW x NB sums, NB vectors of dy and
+    a broadcast within the vector registers (gemm.vector_registers, less one for addresses), ordered
+    by the loads per FMA ((TW + NB) / (TW x NB)) times the waste of rounding a group's output channels
+    up to NB x VN and a kernel row up to whole tile rows."""
+    g = problem.geometry
+    lanes = taps_lanes(problem, device)
+    if not lanes:
+        return []
+    # a vector register holds 16 floats (AVX-512) or 8 (AVX2): wider tiles take two a vector
+    registers = vector_registers(limits.of(device)) - 1
+    kw, co = g.kernel[2], g.cout_per_group
+    out = []
+    for tw in range(1, kw + 1):
+        for nb in range(1, registers):
+            if tw * nb + nb + 1 > registers:
+                break
+            waste = rounded(co, nb * lanes) / co * (-(-kw // tw) * tw) / kw
+            out.append(((tw + nb) / (tw * nb) * waste, (tw, nb)))
+    return [tile for _, tile in sorted(out)]
+
+
+def taps_chunk(problem: Problem, device, nb: int, lanes: int) -> int:
+    """Images per launch pair whose copy of dy (a group's output channels padded to blocks of nb x
+    lanes) fits the workspace limit and divides the batch; 0 if one image's does not."""
+    g = problem.geometry
+    per_image = g.groups * g.out_pixels * rounded(g.cout_per_group, nb * lanes) * problem.itemsize
+    return largest_chunk(g.batch, per_image, settings.workspace_limit(device))
+
+
+def taps_slices(problem: Problem, device, tw: int, nb: int, lanes: int, chunk_batch: int) -> int:
+    """Pieces of a chunk's output pixels, each summed into its own partial sums: enough work-items
+    for TAPS_FILL a core, and each slice's columns of dy's copy (its pixels x a block of nb x lanes
+    channels) within half a core's own cache (TAPS_CACHE_SHARE), so that the work-items a core runs
+    one after another read them from there; each slice TAPS_MIN_SLICE_PIXELS output pixels at least,
+    the partials within the workspace limit."""
+    g = problem.geometry
+    fit = limits.of(device)
+    items = (g.kernel[0] * g.kernel[1] * -(-g.kernel[2] // tw) * g.groups * g.cin_per_group
+             * -(-g.cout_per_group // (nb * lanes)))
+    pixels = chunk_batch * g.out_pixels
+    wanted = -(-TAPS_FILL * fit.compute_units // items)
+    if fit.core_cache:
+        wanted = max(wanted, -(-pixels * nb * lanes * problem.itemsize // (fit.core_cache // TAPS_CACHE_SHARE)))
+    room = settings.workspace_limit(device) // (g.weight_elements * problem.itemsize)
+    return max(1, min(wanted, pixels // TAPS_MIN_SLICE_PIXELS, room))
+
+
+def taps_configs(problem: Problem, device) -> list[dict]:
+    """The CPU weight gradient's tile configurations, best first (empty on GPUs, narrow vectors, or
+    where one image's copy of dy exceeds the workspace limit)."""
+    lanes = taps_lanes(problem, device)
+    out = []
+    for tw, nb in taps_tiles(problem, device)[:3]:
+        chunk_batch = taps_chunk(problem, device, nb, lanes)
+        if chunk_batch:
+            out.append({"TW": tw, "NB": nb, "VN": lanes,
+                        "slices": taps_slices(problem, device, tw, nb, lanes, chunk_batch)})
+    return out
+
+
 class Direct(Algorithm):
     name = "direct"
     passes = PASSES
@@ -364,8 +463,9 @@ class Direct(Algorithm):
         if problem.pass_ == "backward_weight":
             top = pow2_at_most(min(fit.work_group, 256))
             per_element = [{"wg": wg} for wg in dict.fromkeys((top, max(top // 4, 1)))]
-            if not fit.gpu:
-                return per_element
+            if not fit.gpu:  # the register tiles first, but for a tiny pass (the per-element kernel builds fastest)
+                taps = taps_configs(problem, device)
+                return per_element + taps if cpu_tiny(problem.geometry) else taps + per_element
             # on GPUs the blocks first, then a work-group per weight element
             blocks = block_configs(problem, device)
             if blocks and _blocks_under_a_wave(problem, device, blocks[0]):
@@ -392,6 +492,8 @@ class Direct(Algorithm):
         wg, rows = config.get("wg", 64), config.get("rows", 1)
         if problem.pass_ == "backward_weight" and "cob" in config:
             return self._blocks_plan(problem, config, device)
+        if problem.pass_ == "backward_weight" and "TW" in config:
+            return self._taps_plan(problem, config, device)
         cob = config.get("cob", 1) if problem.pass_ == "forward" else 1
         if problem.geometry.cout_per_group % cob:
             raise ValueError(f"blocks of {cob} output channels do not divide a group's {problem.geometry.cout_per_group}")
@@ -437,3 +539,37 @@ class Direct(Algorithm):
             return Plan(problem, self.name, config, (sums_call,))
         return Plan(problem, self.name, config, (sums_call, splitk_sum(problem, index, slices, elements)),
                     {"partial": slices * elements * problem.itemsize})
+
+    def _taps_plan(self, problem, config, device):
+        """Per chunk of the batch: clc_dy_rows (dy's copy), then clc_direct_backward_weight_taps
+        into dw (later chunks adding on), or into the slices' partial sums, added up at the end in
+        a fixed order and rounded to the storage once (several slices, or 16-bit storage summed
+        over several chunks)."""
+        g = problem.geometry
+        tw, nb, lanes, slices = config["TW"], config["NB"], config["VN"], config["slices"]
+        if not 1 <= tw <= g.kernel[2]:
+            raise ValueError(f"tile rows of {tw} taps do not fit a kernel row of {g.kernel[2]}")
+        chunk_batch = taps_chunk(problem, device, nb, lanes)
+        if not chunk_batch:
+            raise ValueError("one image's copy of dy exceeds the workspace limit (CLCONV_WORKSPACE_LIMIT)")
+        block = nb * lanes
+        blocks = -(-g.cout_per_group // block)
+        dyt = g.groups * chunk_batch * g.out_pixels * blocks * block
+        chunks = g.batch // chunk_batch
+        partial = slices > 1 or (chunks > 1 and problem.storage_itemsize < problem.itemsize)
+        index = problem.index_type(dyt, slices * g.weight_elements)
+        src = source("direct_taps.mako", problem, index, writes_result=False, VN=lanes, NB=nb, TW=tw,
+                     chunk_batch=chunk_batch, slices=slices, partial=partial, accumulate=chunks > 1)
+        out = Arg("partial", with_offset=False) if partial else Arg("dw")
+        size = (g.kernel[0] * g.kernel[1] * -(-g.kernel[2] // tw), g.cin_per_group, slices * g.groups * blocks)
+        calls = []
+        for chunk in range(0, g.batch, chunk_batch):
+            calls.append(call(src, "clc_dy_rows", (-(-g.out_pixels // lanes), g.groups * blocks * nb, chunk_batch), None,
+                              Arg("dy"), Arg("dyt", with_offset=False), np.int32(chunk)))
+            calls.append(call(src, "clc_direct_backward_weight_taps", size, None,
+                              Arg("x"), Arg("dyt", with_offset=False), out, np.int32(chunk)))
+        workspaces = {"dyt": dyt * problem.itemsize}
+        if partial:
+            calls.append(splitk_sum(problem, index, slices, g.weight_elements))
+            workspaces["partial"] = slices * g.weight_elements * problem.itemsize
+        return Plan(problem, self.name, config, tuple(calls), workspaces)

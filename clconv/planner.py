@@ -28,7 +28,8 @@ from .algorithms import REGISTRY, Algorithm, algorithms
 from .algorithms.gemm import GPU_TILES, is_dot_config
 from .algorithms.reduce import bias_gradient_plan
 from .algorithms.direct import (
-    BLOCK_COB, FORWARD_FEW_OUTPUTS, cpu_tiny, few_outputs_first, forward_blocks_first, weight_blocks,
+    BLOCK_COB, FORWARD_FEW_OUTPUTS, cpu_tiny, few_outputs_first, forward_blocks_first, taps_first,
+    weight_blocks,
 )
 from .algorithms.direct import grouped_depthwise as _depthwise
 from .algorithms.winograd import Winograd
@@ -774,7 +775,9 @@ def _cpu_heuristic_order(problem: Problem, device: cl.Device) -> list[str]:
         # contraction is long (gemm.DOT_MIN_STEPS: 0.48-0.73x im2col's time); otherwise its B (the
         # input, transposed) has no row form, and im2col's transposed column buffer ran it 3-4x faster
         order.append("gemm1x1")
-    if cpu_tiny(g):
+    if cpu_tiny(g) or taps_first(problem, device):
+        # tiny passes: the per-element kernel, which builds fastest; weight gradients whose column
+        # buffer would be long: the register tiles of taps (direct.taps_first)
         order.append("direct")
     if _cpu_winograd_pays(problem, device):
         order.append("winograd")

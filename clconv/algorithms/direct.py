@@ -368,16 +368,39 @@ def cpu_tiny(g: ConvGeometry) -> bool:
     return g.reduction_length < 8 or g.flops <= CPU_TINY_FLOPS
 
 
-# The weight gradient on CPUs in register tiles (kernels/direct_taps.mako): a work-item holds TW taps
-# of one kernel row x NB vectors of VN output channels (TW x NB vector sums) for one input channel,
-# over its slice of the batch's output rows; dy is first copied with each pixel's output channels
-# side by side (clc_dy_rows), so that a pixel's block of channels is NB vector loads.  No column
-# buffer: on PoCL (a 2-core AMD EPYC with AVX-512, 2 threads) im2col spent a third of its time on 5x5
-# weight gradients writing and re-reading columns.
+# The weight gradient on CPUs in register tiles (kernels/direct_taps.mako): a work-item holds TH x TW
+# taps (TH kernel rows, TW columns) x NB vectors of VN output channels (TH x TW x NB vector sums) for
+# one input channel, over its slice of the batch's output pixels; dy is first copied with each
+# pixel's output channels side by side (clc_dy_rows), so that a pixel's block of channels is NB
+# vector loads.  No column buffer: on PoCL (a 2-core AMD EPYC with AVX-512, 2 threads) im2col spent a
+# third of its time on 5x5 weight gradients writing and re-reading columns.
 TAPS_MIN_LANES = 4       # vector lanes (of the problem's arithmetic type) the tiles need at least
 TAPS_FILL = 8            # work-items per core the slices aim at (as im2col's CPU pieces)
 TAPS_MIN_SLICE_PIXELS = 256  # output pixels per slice at least
 TAPS_CACHE_SHARE = 2     # a slice's columns of dy's copy within this share of a core's own cache
+# The share of the vector registers a tile's sums, dy vectors and broadcast may take: the compiler
+# needs some for its own (on PoCL with AVX-512, tiles of 29 registers ran 1.3-1.4x slower than tiles
+# of 21-25; gemm's CPU tiles of 15 of AVX2's 16 registers are plain loops, these have 3-4 of them)
+TAPS_REGISTERS = 13 / 16
+
+
+# Work-items per work-group of the taps' launches at most: PoCL runs a work-group's work-items in one
+# thread with their private arrays and spilled vectors side by side on its stack, and left to choose
+# it took work-groups large enough to overrun that stack (a segmentation fault on a 3x3 512 -> 512
+# weight gradient, as Winograd's transforms did, winograd.cpu_work_group).  Of 1, 8, 16 and 32 input
+# channels a work-group, 16 ran fastest on PoCL (3x3 256 -> 256 at 7x7: 0.91, 0.66, 0.63, 0.63 ms).
+TAPS_GROUP = 16
+
+
+def taps_group(extent: int, device) -> int:
+    """The work-group along a launch dimension of ``extent`` work-items: the largest power of two
+    dividing it within TAPS_GROUP and the device's work-group limits."""
+    fit = limits.of(device)
+    most = min(TAPS_GROUP, fit.work_group, fit.work_item_sizes[0], fit.work_item_sizes[1])
+    size = 1
+    while size * 2 <= most and extent % (size * 2) == 0:
+        size *= 2
+    return size
 
 
 def taps_lanes(problem: Problem, device) -> int:
@@ -389,26 +412,31 @@ def taps_lanes(problem: Problem, device) -> int:
     return lanes if not fit.gpu and lanes >= TAPS_MIN_LANES else 0
 
 
-def taps_tiles(problem: Problem, device) -> list[tuple[int, int]]:
-    """(TW, NB) tiles for the CPU weight gradient, best first: the TW x NB sums, NB vectors of dy and
-    a broadcast within the vector registers (gemm.vector_registers, less one for addresses), ordered
-    by the loads per FMA ((TW + NB) / (TW x NB)) times the waste of rounding a group's output channels
-    up to NB x VN and a kernel row up to whole tile rows."""
+def taps_tiles(problem: Problem, device) -> list[tuple[int, int, int]]:
+    """(TH, TW, NB) tiles for the CPU weight gradient, best first: those whose TH x TW x NB sums, NB
+    vectors of dy and a broadcast fit TAPS_REGISTERS of the vector registers, by their cycles per
+    useful FMA: an output pixel's FMAs (TH x TW x NB) and loads (TH x TW broadcasts, NB vectors),
+    each counted as a cycle, over the FMAs whose lanes and taps are not waste (a group's output
+    channels rounded up to NB x VN, the kernel's rows and columns to whole tiles).  On PoCL (a 2-core
+    AMD EPYC with AVX-512) that order put the fastest of 5-6 tiles first on 3x3 16 -> 16 and 64 -> 64
+    layers (within 1.02x) and a 5x5 48 -> 64 one, whose 2 x 3 x 4 tile (29 registers) ran 1.41x the
+    1 x 5 x 4 tile's time and 1.34x the 1 x 3 x 4 one's (docs/performance.md)."""
     g = problem.geometry
     lanes = taps_lanes(problem, device)
     if not lanes:
         return []
-    # a vector register holds 16 floats (AVX-512) or 8 (AVX2): wider tiles take two a vector
-    registers = vector_registers(limits.of(device)) - 1
-    kw, co = g.kernel[2], g.cout_per_group
-    out = []
-    for tw in range(1, kw + 1):
-        for nb in range(1, registers):
-            if tw * nb + nb + 1 > registers:
-                break
-            waste = rounded(co, nb * lanes) / co * (-(-kw // tw) * tw) / kw
-            out.append(((tw + nb) / (tw * nb) * waste, (tw, nb)))
-    return [tile for _, tile in sorted(out)]
+    registers = vector_registers(limits.of(device)) * TAPS_REGISTERS
+    kh, kw, co = g.kernel[1], g.kernel[2], g.cout_per_group
+    costs = []
+    for th in range(1, kh + 1):
+        for tw in range(1, kw + 1):
+            for nb in range(1, int(registers)):
+                sums = th * tw * nb
+                if sums + nb + 1 > registers:
+                    break
+                useful = co / rounded(co, nb * lanes) * kh / rounded(kh, th) * kw / rounded(kw, tw)
+                costs.append(((sums + th * tw + nb) / (sums * useful), (th, tw, nb)))
+    return [tile for _, tile in sorted(costs)]
 
 
 def taps_chunk(problem: Problem, device, nb: int, lanes: int) -> int:
@@ -419,7 +447,7 @@ def taps_chunk(problem: Problem, device, nb: int, lanes: int) -> int:
     return largest_chunk(g.batch, per_image, settings.workspace_limit(device))
 
 
-def taps_slices(problem: Problem, device, tw: int, nb: int, lanes: int, chunk_batch: int) -> int:
+def taps_slices(problem: Problem, device, th: int, tw: int, nb: int, lanes: int, chunk_batch: int) -> int:
     """Pieces of a chunk's output pixels, each summed into its own partial sums: enough work-items
     for TAPS_FILL a core, and each slice's columns of dy's copy (its pixels x a block of nb x lanes
     channels) within half a core's own cache (TAPS_CACHE_SHARE), so that the work-items a core runs
@@ -427,7 +455,7 @@ def taps_slices(problem: Problem, device, tw: int, nb: int, lanes: int, chunk_ba
     the partials within the workspace limit."""
     g = problem.geometry
     fit = limits.of(device)
-    items = (g.kernel[0] * g.kernel[1] * -(-g.kernel[2] // tw) * g.groups * g.cin_per_group
+    items = (g.kernel[0] * -(-g.kernel[1] // th) * -(-g.kernel[2] // tw) * g.groups * g.cin_per_group
              * -(-g.cout_per_group // (nb * lanes)))
     pixels = chunk_batch * g.out_pixels
     wanted = -(-TAPS_FILL * fit.compute_units // items)
@@ -442,12 +470,35 @@ def taps_configs(problem: Problem, device) -> list[dict]:
     where one image's copy of dy exceeds the workspace limit)."""
     lanes = taps_lanes(problem, device)
     out = []
-    for tw, nb in taps_tiles(problem, device)[:3]:
+    for th, tw, nb in taps_tiles(problem, device)[:3]:
         chunk_batch = taps_chunk(problem, device, nb, lanes)
         if chunk_batch:
-            out.append({"TW": tw, "NB": nb, "VN": lanes,
-                        "slices": taps_slices(problem, device, tw, nb, lanes, chunk_batch)})
+            out.append({"TH": th, "TW": tw, "NB": nb, "VN": lanes,
+                        "slices": taps_slices(problem, device, th, tw, nb, lanes, chunk_batch)})
     return out
+
+
+# Where the taps come first for a CPU weight gradient (the CPU heuristic's order): where the column
+# buffer im2col would write is long against dy's copy the taps read, C_in/group x taps at least
+# TAPS_MIN_COLUMN_RATIO x C_out/group, over TAPS_MIN_PIXELS output pixels (batch x pixels) at least.
+# On PoCL (a 2-core AMD EPYC with AVX-512, 2 threads; 27 layers, docs/performance.md) the first tile
+# ran 0.53-0.81x im2col's time from a ratio of 3 (3x3 16 -> 32 at 56x56 0.78x, 64 -> 64 0.74x, 5x5
+# 48 -> 64 0.68x, 3x3x3 0.53-0.56x, 1D k3-k9 0.70-0.78x, 32 groups of 8 0.75x), and lost where the
+# ratio is lower (first layers of 1-3 channels: 1.4-2.5x; ResNet's 7x7 stride-2 stem, 147 / 64:
+# 1.32x) or the pixels few (3x3 256 -> 256 at 7x7, batch 2: 98 pixels, 1.09x: each work-item's
+# stores outweigh its sums).
+TAPS_MIN_COLUMN_RATIO = 3
+TAPS_MIN_PIXELS = 128
+
+
+def taps_first(problem: Problem, device) -> bool:
+    """Whether direct's taps come first for a weight gradient on a CPU (the rule above): not a 1x1
+    or tiny pass, nor a depthwise layer of several groups (depthwise_rows' own)."""
+    g = problem.geometry
+    return (problem.pass_ == "backward_weight" and g.kernel_volume > 1 and not grouped_depthwise(g)
+            and not cpu_tiny(g) and g.batch * g.out_pixels >= TAPS_MIN_PIXELS
+            and g.cin_per_group * g.kernel_volume >= TAPS_MIN_COLUMN_RATIO * g.cout_per_group
+            and bool(taps_configs(problem, device)))
 
 
 class Direct(Algorithm):
@@ -546,9 +597,9 @@ class Direct(Algorithm):
         a fixed order and rounded to the storage once (several slices, or 16-bit storage summed
         over several chunks)."""
         g = problem.geometry
-        tw, nb, lanes, slices = config["TW"], config["NB"], config["VN"], config["slices"]
-        if not 1 <= tw <= g.kernel[2]:
-            raise ValueError(f"tile rows of {tw} taps do not fit a kernel row of {g.kernel[2]}")
+        th, tw, nb, lanes, slices = config["TH"], config["TW"], config["NB"], config["VN"], config["slices"]
+        if not (1 <= th <= g.kernel[1] and 1 <= tw <= g.kernel[2]):
+            raise ValueError(f"tiles of {th} x {tw} taps do not fit a kernel of {g.kernel[1]} x {g.kernel[2]}")
         chunk_batch = taps_chunk(problem, device, nb, lanes)
         if not chunk_batch:
             raise ValueError("one image's copy of dy exceeds the workspace limit (CLCONV_WORKSPACE_LIMIT)")
@@ -558,15 +609,16 @@ class Direct(Algorithm):
         chunks = g.batch // chunk_batch
         partial = slices > 1 or (chunks > 1 and problem.storage_itemsize < problem.itemsize)
         index = problem.index_type(dyt, slices * g.weight_elements)
-        src = source("direct_taps.mako", problem, index, writes_result=False, VN=lanes, NB=nb, TW=tw,
+        src = source("direct_taps.mako", problem, index, writes_result=False, VN=lanes, NB=nb, TH=th, TW=tw,
                      chunk_batch=chunk_batch, slices=slices, partial=partial, accumulate=chunks > 1)
         out = Arg("partial", with_offset=False) if partial else Arg("dw")
-        size = (g.kernel[0] * g.kernel[1] * -(-g.kernel[2] // tw), g.cin_per_group, slices * g.groups * blocks)
+        size = (g.kernel[0] * -(-g.kernel[1] // th) * -(-g.kernel[2] // tw), g.cin_per_group, slices * g.groups * blocks)
         calls = []
         for chunk in range(0, g.batch, chunk_batch):
-            calls.append(call(src, "clc_dy_rows", (-(-g.out_pixels // lanes), g.groups * blocks * nb, chunk_batch), None,
+            tiles = -(-g.out_pixels // lanes)
+            calls.append(call(src, "clc_dy_rows", (tiles, g.groups * blocks * nb, chunk_batch), (taps_group(tiles, device), 1, 1),
                               Arg("dy"), Arg("dyt", with_offset=False), np.int32(chunk)))
-            calls.append(call(src, "clc_direct_backward_weight_taps", size, None,
+            calls.append(call(src, "clc_direct_backward_weight_taps", size, (1, taps_group(size[1], device), 1),
                               Arg("x"), Arg("dyt", with_offset=False), out, np.int32(chunk)))
         workspaces = {"dyt": dyt * problem.itemsize}
         if partial:

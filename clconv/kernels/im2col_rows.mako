@@ -145,7 +145,6 @@ __kernel void clc_im2col_t(__global const clc_data* restrict x_base, const long 
 <%def name="clc_im2col_t_tiles()">
 <%
     vec = f"{real}{T}"
-    comps = "0123456789abcdef"
 %>
 /* The transposed buffer of a 1x1 stride-1 layer without padding, colT[g][(b, p)][ci] = x[b][g*CI + ci][p]:
    one work-item per tile of T pixels x T channels reads T pixel runs (a vector from each channel's
@@ -167,8 +166,9 @@ __kernel void clc_im2col_t_tiles(__global const clc_data* restrict x_base, const
 % for c in range(T):
         const ${vec} v${c} = ${prelude.vload(T, f"plane + {c} * CLC_IP + p0")};
 % endfor
+${prelude.transpose(T, vec, "v", "t")}
 % for p in range(T):
-        vstore${T}((${vec})(${", ".join(f"v{c}.s{comps[p]}" for c in range(T))}), 0, dst + ${p} * CLC_COL_T);
+        vstore${T}(t${p}, 0, dst + ${p} * CLC_COL_T);
 % endfor
     } else {
         for (int p = 0; p < ${T} && p0 + p < CLC_OP; ++p)

@@ -33,9 +33,10 @@ GEOMETRIES = {
     "1d": "n2g4c8o8i17k3s1p1d1",
     "2d-no-padding": "n2g1c2o4i6x7k3x3s1x1p0x0d1x1",
 }
-# (TW, NB, VN, slices): a tile row narrower than the kernel's (and not dividing it), a whole row,
-# blocks of 2-8 lanes, slices more than the rows (empty ones)
-CONFIGS = [(2, 2, 4, 1), (3, 1, 8, 3), (1, 3, 4, 2), (5, 2, 4, 1000), (4, 1, 16, 1)]
+# (TH, TW, NB, VN, slices): tiles narrower and shorter than the kernel (and not dividing it: the last
+# shifted back), whole rows and columns, blocks of 4-16 lanes, slices more than the pixels (empty ones)
+CONFIGS = [(1, 2, 2, 4, 1), (2, 3, 1, 8, 3), (3, 1, 3, 4, 2), (1, 5, 2, 4, 1000), (2, 4, 1, 16, 1), (3, 3, 1, 4, 2),
+           (1, 3, 3, 8, 2)]
 
 
 def _device_with_lanes(queue):
@@ -44,8 +45,9 @@ def _device_with_lanes(queue):
 
 
 def _configs(problem):
-    kw = problem.geometry.kernel[2]
-    return [{"TW": tw, "NB": nb, "VN": vn, "slices": s} for tw, nb, vn, s in CONFIGS if tw <= kw]
+    kh, kw = problem.geometry.kernel[1:]
+    return [{"TH": th, "TW": tw, "NB": nb, "VN": vn, "slices": s} for th, tw, nb, vn, s in CONFIGS
+            if th <= kh and tw <= kw]
 
 
 @pytest.mark.parametrize("layout", ["channels_first", "channels_last"])
@@ -66,7 +68,7 @@ def test_taps_in_other_dtypes(queue, rng, dtype):
         pytest.skip(f"{queue.device.name} has no cl_khr_fp64")
     for layout in ("channels_first", "channels_last"):
         problem = Problem(geometry(GEOMETRIES["2d-s2-d2-asym"]), "backward_weight", dtype, layout=layout)
-        for config in ({"TW": 2, "NB": 2, "VN": 4, "slices": 3}, {"TW": 3, "NB": 1, "VN": 4, "slices": 1}):
+        for config in ({"TH": 2, "TW": 2, "NB": 2, "VN": 4, "slices": 3}, {"TH": 1, "TW": 3, "NB": 1, "VN": 4, "slices": 1}):
             run_prepared(queue, rng, problem, DIRECT, config)
 
 
@@ -80,7 +82,7 @@ def test_taps_in_batch_chunks(queue, rng, monkeypatch):
     for dtype in ("float32", "bfloat16"):
         problem = Problem(g, "backward_weight", dtype)
         for slices in (1, 2):
-            runner = run_prepared(queue, rng, problem, DIRECT, {"TW": 3, "NB": 2, "VN": 4, "slices": slices})
+            runner = run_prepared(queue, rng, problem, DIRECT, {"TH": 2, "TW": 3, "NB": 2, "VN": 4, "slices": slices})
             assert sum(launch.call.entry == "clc_direct_backward_weight_taps" for launch in runner.launches) == 3
 
 
@@ -106,7 +108,7 @@ def test_taps_small_integers_exact_and_repeatable(queue):
     x = rng.integers(-3, 4, size=problem.spec.shape("x", g)).astype(np.float32)
     dy = rng.integers(-3, 4, size=problem.spec.shape("dy", g)).astype(np.float32)
     want = reference.run_pass("backward_weight", g, x.astype(np.float64), dy.astype(np.float64), None)
-    for config in ({"TW": 3, "NB": 2, "VN": 4, "slices": 1}, {"TW": 5, "NB": 1, "VN": 8, "slices": 4}):
+    for config in ({"TH": 3, "TW": 3, "NB": 2, "VN": 4, "slices": 1}, {"TH": 2, "TW": 5, "NB": 1, "VN": 8, "slices": 4}):
         first = _run(queue, problem, config, x, dy)
         np.testing.assert_array_equal(first, want.astype(np.float32))
         np.testing.assert_array_equal(_run(queue, problem, config, x, dy), first)
@@ -125,10 +127,12 @@ def test_tiles_fit_the_vector_registers():
                     "n4g1c64o64i28x28k3x3s1x1p1x1d1x1"):
             tiles = taps_tiles(_problem(tag), device)
             assert tiles
-            for tw, nb in tiles:
-                assert tw * nb + nb + 1 <= registers - 1
-    # 5x5, 64 output channels, AVX-512: a whole kernel row of 5 taps x 4 vectors of 16 (24 registers)
-    assert taps_tiles(_problem("n2g1c48o64i17x17k5x5s1x1p2x2d1x1"), avx512)[0] == (5, 4)
+            for th, tw, nb in tiles:
+                assert th * tw * nb + nb + 1 <= registers * 13 / 16
+    # 3x3 16 -> 16 with 16 lanes: one vector of output channels, so the whole kernel's 9 taps (9
+    # independent sums); with 64 output channels 4 vectors and fewer taps
+    assert taps_tiles(_problem("n4g1c16o16i28x28k3x3s1x1p1x1d1x1"), avx512)[0] == (3, 3, 1)
+    assert taps_tiles(_problem("n2g1c48o64i17x17k5x5s1x1p2x2d1x1"), avx512)[0] == (1, 5, 4)
 
 
 def test_configs_only_where_lanes_and_a_cpu():

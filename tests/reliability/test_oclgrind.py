@@ -195,6 +195,18 @@ def child(which: str, every_config: bool) -> int:
         run_prepared(queue, rng, problem, REGISTRY["direct"], config)
         note(f"direct blocks {tag} {layout} {dtype} {config}")
         runs += 1
+    # direct's CPU weight gradient in tiles of taps (not offered to Oclgrind's device, which has no
+    # vector lanes): tiles shifted back at the kernel's last rows and columns, rows and columns in
+    # the padding, a partial block of output channels, dy's copy by tiles and value by value, slices
+    # (partials and their sum) and one slice into dw, both layouts, float16 storage
+    for tag, layout, dtype, config in (
+            ("n2g1c2o5i6x7k3x3s1x1p1x1d1x1", "channels_first", "float32", {"TH": 2, "TW": 2, "NB": 2, "VN": 4, "slices": 3}),
+            ("n1g2c4o6i7x5k3x3s2x1p2x1d1x2", "channels_last", "float16", {"TH": 3, "TW": 2, "NB": 1, "VN": 4, "slices": 1}),
+            ("n2g1c2o4i11k5s1p2d1", "channels_first", "float32", {"TH": 1, "TW": 3, "NB": 1, "VN": 4, "slices": 2})):
+        problem = Problem(geometry(tag), "backward_weight", dtype, layout=layout)
+        run_prepared(queue, rng, problem, REGISTRY["direct"], config)
+        note(f"direct taps {tag} {layout} {dtype} {config}")
+        runs += 1
     # Winograd's F(4x4, 3x3), which a small case is not offered first: 4x4 tiles cut off at the
     # image's right and bottom edges, every pass, both layouts
     winograd = REGISTRY["winograd"]

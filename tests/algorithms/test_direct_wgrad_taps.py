@@ -1,7 +1,7 @@
 """direct's CPU weight gradient in register tiles of taps x output channels
 (kernels/direct_taps.mako), below the public ops (helpers.run_prepared) with configurations named
 here, on this machine's device where it is a CPU with vector lanes (the configurations need none of
-its limits but the lanes): 1D/2D/3D, grouped, stride, dilation, asymmetric and over-wide padding,
+its limits but the lanes; elsewhere they skip): 1D/2D/3D, grouped, stride, dilation, asymmetric and over-wide padding,
 kernel rows wider than a tile (the last tile row shifted back), output channels that do not fill a
 block, one slice straight into dw and several (partials summed in order), batch chunks adding on,
 both layouts, float64 and 16-bit storage, small integers bit for bit, repeated runs bit for bit.
@@ -39,9 +39,19 @@ CONFIGS = [(1, 2, 2, 4, 1), (2, 3, 1, 8, 3), (3, 1, 3, 4, 2), (1, 5, 2, 4, 1000)
            (1, 3, 3, 8, 2)]
 
 
-def _device_with_lanes(queue):
-    if limits.of(queue.device, queue.context).gpu:
-        pytest.skip("the taps kernels are offered on CPUs only (they run anywhere, but GPUs are not their target)")
+@pytest.fixture(autouse=True)
+def _device_with_lanes(request):
+    """The tests that run kernels skip on devices the taps are never offered on: GPUs, and CPUs
+    without vector lanes (Mesa's llvmpipe, which vectorises across work-items: there each of these
+    kernels' explicit 4-16 lane vectors took minutes to build).  Oclgrind's test runs them there too,
+    for memory safety (tests/reliability/test_oclgrind.py)."""
+    if "queue" not in request.fixturenames:
+        return
+    queue = request.getfixturevalue("queue")
+    fit = limits.of(queue.device, queue.context)
+    if fit.gpu or fit.float_lanes < 4:
+        pytest.skip(f"the taps are offered on CPUs with 4+ vector lanes; {queue.device.name!r} has {fit.float_lanes}"
+                    f"{' (a GPU)' if fit.gpu else ''}")
 
 
 def _configs(problem):

@@ -53,16 +53,18 @@ def test_cpu_heuristic_puts_winograd_first_for_forwards_with_channels_enough():
         return heuristic_order(Problem(geometry(tag), pass_, dtype, layout=layout), cpu)[0]
 
     # 64+ channels in and out per group, stride 1, 3x3 or 5x5: the forward; the data gradient of a
-    # 3x3 layer from 96 4x4 tiles (the weight gradient stays with im2col)
-    for tag in ("n1g1c256o512i7x7k3x3s1x1p1x1d1x1", "n2g2c128o256i14x14k3x3s1x1p1x1d1x1",  # 4 and 32 tiles
+    # 3x3 layer from 96 4x4 tiles (the weight gradient never: direct's taps where their rule holds,
+    # else im2col; 49 output pixels are too few for the taps)
+    assert [first("n1g1c256o512i7x7k3x3s1x1p1x1d1x1", p) for p in PASSES] == ["winograd", "im2col", "im2col"]
+    for tag in ("n2g2c128o256i14x14k3x3s1x1p1x1d1x1",  # 32 tiles
                 "n1g1c64o64i28x28k5x5s1x1p2x2d1x1", "n4g1c128o128i14x14k3x3s1x1p1x1d1x1"):  # 5x5; 64 tiles
-        assert [first(tag, p) for p in PASSES] == ["winograd", "im2col", "im2col"], tag
+        assert [first(tag, p) for p in PASSES] == ["winograd", "im2col", "direct"], tag
     for tag in ("n4g1c64o64i28x28k3x3s1x1p1x1d1x1", "n2g1c128o128i28x28k3x3s1x1p1x1d1x1"):  # 196 and 98 tiles
-        assert [first(tag, p) for p in PASSES] == ["winograd", "winograd", "im2col"], tag
+        assert [first(tag, p) for p in PASSES] == ["winograd", "winograd", "direct"], tag
     assert first("n4g1c64o64i28x28k3x3s1x1p1x1d1x1", dtype="float64") == "winograd"
     # a 7x7 kernel from 128 channels: the forward, and the data gradient with tiles enough (144 4x4)
-    assert [first("n1g1c128o128i46x46k7x7s1x1p3x3d1x1", p) for p in PASSES] == ["winograd", "winograd", "im2col"]
-    assert [first("n1g1c128o256i14x14k7x7s1x1p3x3d1x1", p) for p in PASSES] == ["winograd", "im2col", "im2col"]
+    assert [first("n1g1c128o128i46x46k7x7s1x1p3x3d1x1", p) for p in PASSES] == ["winograd", "winograd", "direct"]
+    assert [first("n1g1c128o256i14x14k7x7s1x1p3x3d1x1", p) for p in PASSES] == ["winograd", "im2col", "direct"]
     # fewer channels (in or out, per group; under 128 for a 7x7 kernel), a stride, a dilation, channels-last: im2col
     for tag in ("n4g1c32o64i56x56k3x3s1x1p1x1d1x1", "n4g1c64o48i28x28k3x3s1x1p1x1d1x1",
                 "n2g4c128o128i14x14k3x3s1x1p1x1d1x1", "n4g1c64o64i28x28k3x3s2x2p1x1d1x1",
@@ -73,6 +75,33 @@ def test_cpu_heuristic_puts_winograd_first_for_forwards_with_channels_enough():
     # a CPU without vector lanes (llvmpipe) keeps im2col
     assert heuristic_order(_problem("n4g1c64o64i28x28k3x3s1x1p1x1d1x1"), fake_device(gpu=False, compute_units=2))[0] \
         == "im2col"
+
+
+def test_cpu_heuristic_puts_the_taps_first_for_long_column_rows():
+    """direct's CPU weight gradient in tiles of taps (direct.taps_first): C_in/group x taps at least 2x
+    C_out/group, 128 output pixels at least, not 1x1, not depthwise, on a CPU with vector lanes."""
+    cpu = fake_device(gpu=False, compute_units=2)
+    limits.register(cpu, replace(limits.of(cpu), float_lanes=16, double_lanes=8))  # AVX-512
+
+    def first(tag):
+        return heuristic_order(_problem(tag, "backward_weight"), cpu)[0]
+
+    for tag in ("n2g1c48o64i17x17k5x5s1x1p2x2d1x1",     # 1200 / 64
+                "n2g1c3o64i112x112k7x7s2x2p3x3d1x1",    # ResNet's stem: 147 / 64
+                "n4g1c16o32i56x56k3x3s1x1p1x1d1x1",     # 144 / 32
+                "n8g1c64o64i4096k3s1p1d1",              # 1D: 192 / 64
+                "n1g1c32o32i14x18x18k3x3x3s1x1x1p1x1x1d1x1x1",  # 3D
+                "n1g32c256o256i14x14k3x3s1x1p1x1d1x1"):  # 8 channels a group: 72 / 8
+        assert first(tag) == "direct", tag
+    for tag in ("n2g1c3o64i224x224k3x3s1x1p1x1d1x1",    # a first layer: 27 / 64
+                "n1g1c3o32i224x224k3x3s2x2p1x1d1x1",    # 27 / 32
+                "n2g1c256o256i7x7k3x3s1x1p1x1d1x1",     # 98 output pixels
+                "n4g1c256o64i28x28k1x1s1x1p0x0d1x1"):   # 1x1
+        assert first(tag) != "direct", tag
+    assert first("n4g144c144o144i28x28k3x3s1x1p1x1d1x1") == "depthwise_rows"
+    # no vector lanes (llvmpipe): no taps
+    assert heuristic_order(_problem("n2g1c48o64i17x17k5x5s1x1p2x2d1x1", "backward_weight"),
+                           fake_device(gpu=False, compute_units=2))[0] == "im2col"
 
 
 LARGE = ("n32g1c64o64i56x56k3x3s1x1p1x1d1x1", "n32g1c256o64i56x56k1x1s1x1p0x0d1x1",

@@ -148,6 +148,39 @@ def run_prepared(queue, rng: np.random.Generator, problem, algorithm, config: di
     return check_runner(queue, rng, problem, planner.prepare(problem, algorithm, config, queue), share)
 
 
+def in_both_layouts(queue, tag: str, pass_: str, dtype: str):
+    """``pass_`` of geometry ``tag`` stored as ``dtype``, channels-first then channels-last; skips
+    (pytest) a float64 problem where the device has no cl_khr_fp64."""
+    import pytest
+
+    from cases import geometry
+    from clconv.device import supports_fp64
+    from clconv.plan import Problem
+
+    if dtype == "float64" and not supports_fp64(queue.device):
+        pytest.skip(f"{queue.device.name} has no cl_khr_fp64")
+    return [Problem(geometry(tag), pass_, dtype, layout=layout) for layout in ("channels_first", "channels_last")]
+
+
+def weight_gradient_of(queue, problem, algorithm, config: dict, x: np.ndarray, dy: np.ndarray) -> np.ndarray:
+    """dw of ``problem`` (float32, channels-first) from the host arrays ``x`` and ``dy`` by
+    ``algorithm`` with ``config``, into a NaN-poisoned buffer: for exact and repeatability checks
+    whose data the caller chooses (small integers)."""
+    from clconv import planner
+    from clconv.runtime import Operand
+
+    runner = planner.prepare(problem, algorithm, config, queue)
+    mf = cl.mem_flags
+    dw = np.full(problem.spec.result_shape(problem.geometry), np.nan, np.float32)
+    ops = {"x": Operand(cl.Buffer(queue.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=x)),
+           "dy": Operand(cl.Buffer(queue.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=dy)),
+           "dw": Operand(cl.Buffer(queue.context, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=dw))}
+    cl.wait_for_events(runner.run(queue, ops))
+    cl.enqueue_copy(queue, dw, ops["dw"].buffer)
+    queue.finish()
+    return dw
+
+
 def check_runner(queue, rng: np.random.Generator, problem, runner, share: float = 1.0):
     """Run ``runner`` (built for ``problem``) as :func:`run_prepared` does, and compare its result
     with the float64 reference; return it."""

@@ -10,18 +10,16 @@ heuristic's rule, on devices described by hand."""
 from __future__ import annotations
 
 import numpy as np
-import pyopencl as cl
 import pytest
 
 from clconv import planner, reference
 from clconv.algorithms import REGISTRY
 from clconv.algorithms.direct import block_configs, weight_blocks
 from clconv.plan import Problem
-from clconv.runtime import Operand
 from clconv.tools.devices import H200
 
 from cases import geometry
-from helpers import fake_device, run_prepared
+from helpers import fake_device, in_both_layouts, run_prepared, weight_gradient_of
 
 DIRECT = REGISTRY["direct"]
 
@@ -55,27 +53,11 @@ def test_blocks_match_the_reference(queue, rng, tag, layout):
 
 @pytest.mark.parametrize("dtype", ["float64", "float16", "bfloat16"])
 def test_blocks_in_other_dtypes(queue, rng, dtype):
-    from clconv.device import supports_fp64
-
-    if dtype == "float64" and not supports_fp64(queue.device):
-        pytest.skip(f"{queue.device.name} has no cl_khr_fp64")
-    for layout in ("channels_first", "channels_last"):
-        problem = Problem(geometry(GEOMETRIES["2d-s2-d2-asym"]), "backward_weight", dtype, layout=layout)
+    for problem in in_both_layouts(queue, GEOMETRIES["2d-s2-d2-asym"], "backward_weight", dtype):
         for config in ({"cob": 3, "cib": 2, "wg": 16, "slices": 3}, {"cob": 3, "cib": 1, "wg": 8, "slices": 1}):
             run_prepared(queue, rng, problem, DIRECT, config)
 
 
-def _run(queue, problem, config, x, dy):
-    runner = planner.prepare(problem, DIRECT, config, queue)
-    mf = cl.mem_flags
-    dw = np.full(problem.spec.result_shape(problem.geometry), np.nan, np.float32)
-    ops = {"x": Operand(cl.Buffer(queue.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=x)),
-           "dy": Operand(cl.Buffer(queue.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=dy)),
-           "dw": Operand(cl.Buffer(queue.context, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=dw))}
-    cl.wait_for_events(runner.run(queue, ops))
-    cl.enqueue_copy(queue, dw, ops["dw"].buffer)
-    queue.finish()
-    return dw
 
 
 @pytest.mark.parametrize("tag", [GEOMETRIES["2d-s2-d2-asym"], GEOMETRIES["3d"]], ids=["2d-s2-d2-asym", "3d"])
@@ -90,11 +72,11 @@ def test_blocks_exact_on_small_integers_and_repeatable(queue, rng, tag):
     expected = reference.run_pass("backward_weight", g, x.astype(np.float64), dy.astype(np.float64), None)
     assert np.count_nonzero(expected) > expected.size // 2
     for config in _configs(problem):
-        got = _run(queue, problem, config, x, dy)
+        got = weight_gradient_of(queue, problem, DIRECT, config, x, dy)
         assert np.array_equal(got, expected.astype(np.float32)), config
         xf = rng.standard_normal(x.shape).astype(np.float32)
         dyf = rng.standard_normal(dy.shape).astype(np.float32)
-        first, second = (_run(queue, problem, config, xf, dyf) for _ in range(2))
+        first, second = (weight_gradient_of(queue, problem, DIRECT, config, xf, dyf) for _ in range(2))
         assert np.isfinite(first).all() and np.array_equal(first.view(np.uint32), second.view(np.uint32)), config
 
 

@@ -10,17 +10,15 @@ Then the configurations the CPU heuristic offers, on devices described by hand."
 from __future__ import annotations
 
 import numpy as np
-import pyopencl as cl
 import pytest
 
-from clconv import limits, planner, reference
+from clconv import limits, reference
 from clconv.algorithms import REGISTRY
 from clconv.algorithms.direct import taps_configs, taps_lanes, taps_tiles
 from clconv.plan import Problem
-from clconv.runtime import Operand
 
 from cases import geometry
-from helpers import fake_device, run_prepared
+from helpers import fake_device, in_both_layouts, run_prepared, weight_gradient_of
 
 DIRECT = REGISTRY["direct"]
 
@@ -60,26 +58,24 @@ def _configs(problem):
             if th <= kh and tw <= kw]
 
 
-@pytest.mark.parametrize("layout", ["channels_first", "channels_last"])
 @pytest.mark.parametrize("tag", list(GEOMETRIES.values()), ids=list(GEOMETRIES))
-def test_taps_match_the_reference(queue, rng, tag, layout):
-    problem = Problem(geometry(tag), "backward_weight", "float32", layout=layout)
-    configs = _configs(problem)
-    assert len(configs) >= 2
-    for config in configs:
-        run_prepared(queue, rng, problem, DIRECT, config)
+def test_taps_match_the_reference(queue, rng, tag):
+    for layout in ("channels_first", "channels_last"):
+        problem = Problem(geometry(tag), "backward_weight", "float32", layout=layout)
+        assert len(_configs(problem)) >= 2
+        _check_each(queue, rng, problem, _configs(problem))
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float16", "bfloat16"])
 def test_taps_in_other_dtypes(queue, rng, dtype):
-    from clconv.device import supports_fp64
+    for problem in in_both_layouts(queue, GEOMETRIES["2d-s2-d2-asym"], "backward_weight", dtype):
+        _check_each(queue, rng, problem, ({"TH": 2, "TW": 2, "NB": 2, "VN": 4, "slices": 3},
+                                          {"TH": 1, "TW": 3, "NB": 1, "VN": 4, "slices": 1}))
 
-    if dtype == "float64" and not supports_fp64(queue.device):
-        pytest.skip(f"{queue.device.name} has no cl_khr_fp64")
-    for layout in ("channels_first", "channels_last"):
-        problem = Problem(geometry(GEOMETRIES["2d-s2-d2-asym"]), "backward_weight", dtype, layout=layout)
-        for config in ({"TH": 2, "TW": 2, "NB": 2, "VN": 4, "slices": 3}, {"TH": 1, "TW": 3, "NB": 1, "VN": 4, "slices": 1}):
-            run_prepared(queue, rng, problem, DIRECT, config)
+
+def _check_each(queue, rng, problem, configs):
+    for config in configs:
+        run_prepared(queue, rng, problem, DIRECT, config)
 
 
 def test_taps_in_batch_chunks(queue, rng, monkeypatch):
@@ -96,17 +92,6 @@ def test_taps_in_batch_chunks(queue, rng, monkeypatch):
             assert sum(launch.call.entry == "clc_direct_backward_weight_taps" for launch in runner.launches) == 3
 
 
-def _run(queue, problem, config, x, dy):
-    runner = planner.prepare(problem, DIRECT, config, queue)
-    mf = cl.mem_flags
-    dw = np.full(problem.spec.result_shape(problem.geometry), np.nan, np.float32)
-    ops = {"x": Operand(cl.Buffer(queue.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=x)),
-           "dy": Operand(cl.Buffer(queue.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=dy)),
-           "dw": Operand(cl.Buffer(queue.context, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=dw))}
-    cl.wait_for_events(runner.run(queue, ops))
-    cl.enqueue_copy(queue, dw, ops["dw"].buffer)
-    queue.finish()
-    return dw
 
 
 def test_taps_small_integers_exact_and_repeatable(queue):
@@ -119,9 +104,9 @@ def test_taps_small_integers_exact_and_repeatable(queue):
     dy = rng.integers(-3, 4, size=problem.spec.shape("dy", g)).astype(np.float32)
     want = reference.run_pass("backward_weight", g, x.astype(np.float64), dy.astype(np.float64), None)
     for config in ({"TH": 3, "TW": 3, "NB": 2, "VN": 4, "slices": 1}, {"TH": 2, "TW": 5, "NB": 1, "VN": 8, "slices": 4}):
-        first = _run(queue, problem, config, x, dy)
+        first = weight_gradient_of(queue, problem, DIRECT, config, x, dy)
         np.testing.assert_array_equal(first, want.astype(np.float32))
-        np.testing.assert_array_equal(_run(queue, problem, config, x, dy), first)
+        np.testing.assert_array_equal(weight_gradient_of(queue, problem, DIRECT, config, x, dy), first)
 
 
 # -- the configurations the heuristic offers (no device needed) --------------------------------------

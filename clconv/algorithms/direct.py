@@ -382,6 +382,16 @@ TAPS_CACHE_SHARE = 2     # a slice's columns of dy's copy within this share of a
 # needs some for its own (on PoCL with AVX-512, tiles of 29 registers ran 1.3-1.4x slower than tiles
 # of 21-25; gemm's CPU tiles of 15 of AVX2's 16 registers are plain loops, these have 3-4 of them)
 TAPS_REGISTERS = 13 / 16
+# A tile of three or more kernel columns whose stride equals its dilation reads at the next output
+# column the values its neighbouring taps read at this one, and LLVM carries them across the loop's
+# iterations through shuffles instead of loading them again (PoCL, AVX-512, 5 columns: a vpermps and
+# a vpermt2ps an iteration, a chain each iteration waits on): an iteration takes about this many
+# cycles however few its FMAs.  On PoCL the 5x5 layers of 32 output channels ran the tile of 1 row x
+# 5 columns x 2 vectors (10 FMAs, 7 loads an iteration) in 1.22-1.24x the time of 5 rows x 1 column
+# x 2 (no chain); with 4 vectors (20 FMAs) the two tied, and 3x3 layers' 1 x 3 x 4 (12 FMAs, 7 loads)
+# ran 0.94-0.97x 3 x 1 x 4's time: so more than 17 cycles and at most 19.  Two columns carry one value
+# (a register, no shuffle): a 1D k2's 1 x 2 x 2 ran 0.69x 1 x 1 x 2's time.
+TAPS_SLIDING_CYCLES = 18
 
 
 # Work-items per work-group of the taps' launches at most: PoCL runs a work-group's work-items in one
@@ -416,11 +426,12 @@ def taps_tiles(problem: Problem, device) -> list[tuple[int, int, int]]:
     """(TH, TW, NB) tiles for the CPU weight gradient, best first: those whose TH x TW x NB sums, NB
     vectors of dy and a broadcast fit TAPS_REGISTERS of the vector registers, by their cycles per
     useful FMA: an output pixel's FMAs (TH x TW x NB) and loads (TH x TW broadcasts, NB vectors),
-    each counted as a cycle, over the FMAs whose lanes and taps are not waste (a group's output
-    channels rounded up to NB x VN, the kernel's rows and columns to whole tiles).  On PoCL (a 2-core
-    AMD EPYC with AVX-512) that order put the fastest of 5-6 tiles first on 3x3 16 -> 16 and 64 -> 64
-    layers (within 1.02x) and a 5x5 48 -> 64 one, whose 2 x 3 x 4 tile (29 registers) ran 1.41x the
-    1 x 5 x 4 tile's time and 1.34x the 1 x 3 x 4 one's (docs/performance.md)."""
+    each counted as a cycle (at least TAPS_SLIDING_CYCLES where 3+ columns slide), over the FMAs
+    whose lanes and taps are not waste (a group's output channels rounded up to NB x VN, the
+    kernel's rows and columns to whole tiles).  On PoCL (a 2-core AMD EPYC with AVX-512) that order
+    put the fastest of 5-6 tiles first on 3x3 16 -> 16 and 64 -> 64 layers (within 1.02x) and a 5x5
+    48 -> 64 one, whose 2 x 3 x 4 tile (29 registers) ran 1.41x the 1 x 5 x 4 tile's time and 1.34x
+    the 1 x 3 x 4 one's (docs/performance.md)."""
     g = problem.geometry
     lanes = taps_lanes(problem, device)
     if not lanes:
@@ -435,7 +446,10 @@ def taps_tiles(problem: Problem, device) -> list[tuple[int, int, int]]:
                 if sums + nb + 1 > registers:
                     break
                 useful = co / rounded(co, nb * lanes) * kh / rounded(kh, th) * kw / rounded(kw, tw)
-                costs.append(((sums + th * tw + nb) / (sums * useful), (th, tw, nb)))
+                cycles = sums + th * tw + nb
+                if tw >= 3 and g.stride[2] == g.dilation[2]:
+                    cycles = max(cycles, TAPS_SLIDING_CYCLES)
+                costs.append((cycles / (sums * useful), (th, tw, nb)))
     return [tile for _, tile in sorted(costs)]
 
 

@@ -525,7 +525,9 @@ class Direct(Algorithm):
     layouts = LAYOUTS
     description = ("one work-item per output element (forward, data gradient as a gather); one "
                    "work-group per weight element with a tree reduction, or on GPUs per (slice of batch x "
-                   "pixels, block of channel pairs) with all the block's sums in registers (weight gradient)")
+                   "pixels, block of channel pairs) with all the block's sums in registers, or on CPUs per (tile "
+                   "of taps, input channel, block of output channels) over dy copied channels-innermost (weight "
+                   "gradient)")
 
     def configs(self, problem, device):
         fit = limits.of(device)

@@ -505,17 +505,23 @@ def taps_configs(problem: Problem, device) -> list[dict]:
 # 3 -> 32 ran 0.84x), and with few pixels (3x3 256 -> 256 at 7x7, batch 2: 98 pixels, 1.05x: each
 # work-item's stores outweigh its sums).  On 20 layers written before they were measured (with the
 # bound at 3), the 17 it takes ran 0.47-0.96x (docs/perf/pocl-taps-holdout-layers.txt).
+# Channels-last, the bounds do not apply: the GEMM families' CPU kernels read channels-first rows,
+# so a channels-last weight gradient ran im2col's local-memory tiles, and the taps (dy's copy is a
+# row copy there) ran 0.08-0.16x their time on all 8 layers timed, those the bounds leave out too
+# (PoCL, 2 threads: 3 -> 64 at 224x224 3.39 against 22.84 ms, 512 -> 512 at 7x7 2.34 against 14.48).
 TAPS_MIN_COLUMN_RATIO = 2
 TAPS_MIN_PIXELS = 128
 
 
 def taps_first(problem: Problem, device) -> bool:
     """Whether direct's taps come first for a weight gradient on a CPU (the rule above): not a 1x1
-    or tiny pass, nor a depthwise layer of several groups (depthwise_rows' own)."""
+    or tiny pass, nor a depthwise layer of several groups (depthwise_rows' own); channels-first
+    within the bounds, channels-last always."""
     g = problem.geometry
+    long_columns = (g.batch * g.out_pixels >= TAPS_MIN_PIXELS
+                    and g.cin_per_group * g.kernel_volume >= TAPS_MIN_COLUMN_RATIO * g.cout_per_group)
     return (problem.pass_ == "backward_weight" and g.kernel_volume > 1 and not grouped_depthwise(g)
-            and not cpu_tiny(g) and g.batch * g.out_pixels >= TAPS_MIN_PIXELS
-            and g.cin_per_group * g.kernel_volume >= TAPS_MIN_COLUMN_RATIO * g.cout_per_group
+            and not cpu_tiny(g) and (long_columns or problem.layout != CHANNELS_FIRST)
             and bool(taps_configs(problem, device)))
 
 

@@ -902,8 +902,6 @@ def _saving_winograd(problem: Problem, device: cl.Device) -> Winograd | None:
     return None
 
 
-
-
 def candidates(problem: Problem, device: cl.Device) -> list[tuple[Algorithm, dict]]:
     """(algorithm, config) pairs worth trying: the heuristic's order, at most MAX_CANDIDATES of them,
     then the first configuration of every other registered algorithm that serves the problem (an

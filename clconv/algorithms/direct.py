@@ -638,13 +638,17 @@ class Direct(Algorithm):
         src = source("direct_taps.mako", problem, index, writes_result=False, VN=lanes, NB=nb, TH=th, TW=tw,
                      chunk_batch=chunk_batch, slices=slices, partial=partial, accumulate=chunks > 1)
         out = Arg("partial", with_offset=False) if partial else Arg("dw")
-        size = (g.kernel[0] * -(-g.kernel[1] // th) * -(-g.kernel[2] // tw), g.cin_per_group, slices * g.groups * blocks)
+        # clc_dy_rows: a work-item per tile of lanes pixels x lanes channels; the taps: per (tile of
+        # taps, input channel, (slice, group, block))
+        copy_size = (-(-g.out_pixels // lanes), g.groups * blocks * nb, chunk_batch)
+        copy_group = (taps_group(copy_size[0], device), 1, 1)
+        taps_size = (g.kernel[0] * -(-g.kernel[1] // th) * -(-g.kernel[2] // tw), g.cin_per_group, slices * g.groups * blocks)
+        taps_group_size = (1, taps_group(taps_size[1], device), 1)
         calls = []
         for chunk in range(0, g.batch, chunk_batch):
-            tiles = -(-g.out_pixels // lanes)
-            calls.append(call(src, "clc_dy_rows", (tiles, g.groups * blocks * nb, chunk_batch), (taps_group(tiles, device), 1, 1),
+            calls.append(call(src, "clc_dy_rows", copy_size, copy_group,
                               Arg("dy"), Arg("dyt", with_offset=False), np.int32(chunk)))
-            calls.append(call(src, "clc_direct_backward_weight_taps", size, (1, taps_group(size[1], device), 1),
+            calls.append(call(src, "clc_direct_backward_weight_taps", taps_size, taps_group_size,
                               Arg("x"), Arg("dyt", with_offset=False), out, np.int32(chunk)))
         workspaces = {"dyt": dyt * problem.itemsize}
         if partial:

@@ -631,6 +631,11 @@ def gemm_tiles(m: int, n: int, fit: limits.Limits, itemsize: int, limit: int = T
         # 2x4 blocks in vectors of 2 (VECTOR_TIES)
         return -tile[5] if gpu and matrices and VECTOR_TIES else 0
 
+    def lead(tile) -> None:
+        # a rule below puts ``tile`` first, the rest keeping their order
+        tiles.remove(tile)
+        tiles.insert(0, tile)
+
     if gpu and gathered:
         rank = {tile: gather_rank(m, n, dict(zip(TILE_KEYS, tile)), gathered, units, groups) for tile in tiles}
         tiles.sort(key=lambda tile: rank[tile])
@@ -640,14 +645,12 @@ def gemm_tiles(m: int, n: int, fit: limits.Limits, itemsize: int, limit: int = T
         if gpu and not plain and large_blocks and LARGE_GEMM_TILE in tiles and tiles[0] != LARGE_GEMM_TILE:
             large = -(-m // LARGE_GEMM_TILE[0]) * -(-n // LARGE_GEMM_TILE[1]) * groups >= LARGE_GEMM_WAVES * units
             if large and cost(LARGE_GEMM_TILE) <= cost(tiles[0]) * LARGE_GEMM_WASTE:
-                tiles.remove(LARGE_GEMM_TILE)
-                tiles.insert(0, LARGE_GEMM_TILE)
+                lead(LARGE_GEMM_TILE)
         if (gpu and not plain and large_blocks and MEDIUM_GEMM_TILE in tiles
                 and tiles[0] not in (LARGE_GEMM_TILE, MEDIUM_GEMM_TILE)):
             count = -(-m // MEDIUM_GEMM_TILE[0]) * -(-n // MEDIUM_GEMM_TILE[1]) * groups
             if count >= MEDIUM_GEMM_WAVES * units and cost(MEDIUM_GEMM_TILE) <= cost(tiles[0]):
-                tiles.remove(MEDIUM_GEMM_TILE)
-                tiles.insert(0, MEDIUM_GEMM_TILE)
+                lead(MEDIUM_GEMM_TILE)
     dense, sparse = SMALL_SQUARE_TILE, SMALL_WIDE_TILE
     if (gpu and gathered_channels >= GATHER_DENSE_CHANNELS and m % dense[0] == 0 and tiles[0] == sparse
             and dense in tiles):
@@ -660,8 +663,7 @@ def gemm_tiles(m: int, n: int, fit: limits.Limits, itemsize: int, limit: int = T
         # HighRes3DNet, 3D U-Net; DeepSpeech2's 21x11 32 -> 32, InceptionTime's 1D k39)
         if (rank[dense][:3] == rank[sparse][:3] if gathered
                 else not matrices and k and cost(dense) == cost(sparse)):
-            tiles.remove(dense)
-            tiles.insert(0, dense)
+            lead(dense)
     if (gpu and not plain and n <= SMALL_SQUARE_TILE[1] and tiles[0] == SMALL_SQUARE_TILE and SMALL_WIDE_TILE in tiles
             and -(-m // SMALL_SQUARE_TILE[0]) * groups <= units):
         # a GEMM of at most 32 columns (a batch-1 head, a 4x4 image at batch 1) in at most a wave
@@ -675,20 +677,17 @@ def gemm_tiles(m: int, n: int, fit: limits.Limits, itemsize: int, limit: int = T
         # (1.41x), ProGAN's 4x4 at batch 1 (1.38x, 1.46x), DCGAN's final 4x4 (1.38x), SENet's
         # excitation (1.33x); BAM's 512 -> 32 at batch 1 1.01x.  Not Winograd's GEMMs (``plain``:
         # their weighting of local loads decides there)
-        tiles.remove(SMALL_WIDE_TILE)
-        tiles.insert(0, SMALL_WIDE_TILE)
+        lead(SMALL_WIDE_TILE)
     rows = PARTIAL_ROWS_TILE[0]
     if (gpu and long_gather and m % PARTIAL_ROWS_MULTIPLE and PARTIAL_ROWS_TILE in tiles
             and rounded(m, PARTIAL_ROWS_MULTIPLE) == rounded(m, rows) < rounded(m, 2 * rows)):
         # rows that leave every row tile partly empty, fewest in 64-row tiles, gathered long
-        tiles.remove(PARTIAL_ROWS_TILE)
-        tiles.insert(0, PARTIAL_ROWS_TILE)
+        lead(PARTIAL_ROWS_TILE)
     row_gather_tile = ROW_GATHER_FULL_TILE if m % rows == 0 else ROW_GATHER_PARTIAL_TILE
     if gpu and gathered_ndim == 1 and (gathered or long_gather) and tiles[0] == PARTIAL_ROWS_TILE \
             and row_gather_tile in tiles:
         # a 1D gather: the 64x128 tile in its place (ROW_GATHER_FULL_TILE, ROW_GATHER_PARTIAL_TILE)
-        tiles.remove(row_gather_tile)
-        tiles.insert(0, row_gather_tile)
+        lead(row_gather_tile)
     configs = [dict(zip(TILE_KEYS, t)) for t in tiles]
     if not gpu:
         # no local memory, no barriers: what PoCL runs fastest (docs/performance.md); the

@@ -148,17 +148,23 @@ def run_prepared(queue, rng: np.random.Generator, problem, algorithm, config: di
     return check_runner(queue, rng, problem, planner.prepare(problem, algorithm, config, queue), share)
 
 
-def in_both_layouts(queue, tag: str, pass_: str, dtype: str):
-    """``pass_`` of geometry ``tag`` stored as ``dtype``, channels-first then channels-last; skips
-    (pytest) a float64 problem where the device has no cl_khr_fp64."""
+def skip_without_fp64(queue, dtype: str = "float64") -> None:
+    """Skip (pytest) a ``dtype`` float64 test where the device has no cl_khr_fp64."""
     import pytest
 
-    from cases import geometry
     from clconv.device import supports_fp64
-    from clconv.plan import Problem
 
     if dtype == "float64" and not supports_fp64(queue.device):
         pytest.skip(f"{queue.device.name} has no cl_khr_fp64")
+
+
+def in_both_layouts(queue, tag: str, pass_: str, dtype: str):
+    """``pass_`` of geometry ``tag`` stored as ``dtype``, channels-first then channels-last; skips
+    (pytest) a float64 problem where the device has no cl_khr_fp64."""
+    from cases import geometry
+    from clconv.plan import Problem
+
+    skip_without_fp64(queue, dtype)
     return [Problem(geometry(tag), pass_, dtype, layout=layout) for layout in ("channels_first", "channels_last")]
 
 

@@ -17,7 +17,7 @@ from clconv.passes import PASSES
 from clconv.plan import Problem
 
 from cases import Case, geometry
-from helpers import run_prepared
+from helpers import run_prepared, skip_without_fp64
 
 ROWS = REGISTRY["depthwise_rows"]
 
@@ -76,10 +76,7 @@ def test_depthwise_rows_weight_gradient_in_slices_summed_by_a_second_kernel(queu
 
 @pytest.mark.parametrize("pass_", PASSES)
 def test_depthwise_rows_float64(queue, rng, pass_):
-    from clconv.device import supports_fp64
-
-    if not supports_fp64(queue.device):
-        pytest.skip(f"{queue.device.name} has no cl_khr_fp64")
+    skip_without_fp64(queue)
     problem = _problem("2d-mult2-w21", pass_, bias=True, dtype="float64")
     run_prepared(queue, rng, problem, ROWS, ROWS.configs(problem, queue.device)[0])
 
@@ -103,10 +100,7 @@ def test_depthwise_weight_gradient(queue, rng, tag):
 
 
 def test_depthwise_weight_gradient_float64(queue, rng):
-    from clconv.device import supports_fp64
-
-    if not supports_fp64(queue.device):
-        pytest.skip(f"{queue.device.name} has no cl_khr_fp64")
+    skip_without_fp64(queue)
     problem = Problem(geometry(DEPTHWISE["k3p1"]), "backward_weight", "float64")
     run_prepared(queue, rng, problem, REGISTRY["depthwise"], {"wg": 64, "slices": 2})
 

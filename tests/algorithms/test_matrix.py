@@ -29,7 +29,7 @@ from cases import (
     COVER, FORWARD_CASES, GEMM_BASED, GRADIENT_CASES, SERVING_RULES, SPLITK_CASE, TRANSPOSED_ONLY, Case,
     every_pass_algorithm, expected_to_serve,
 )
-from helpers import assert_matches, guarded
+from helpers import assert_matches, guarded, skip_without_fp64
 
 
 def _entries(family: str, cases, with_auto: bool):
@@ -91,8 +91,7 @@ FLOAT64 = [("conv_input", GRADIENT_CASES[1], "implicit_gemm"), ("conv_input", GR
 @pytest.mark.parametrize("family, case, algorithm", FLOAT64, ids=[f"{f}-{a}-{c.id}" for f, c, a in FLOAT64])
 def test_float64_kernel_families(queue, rng, family, case, algorithm):
     """float64 (where the device has cl_khr_fp64) at float64's tolerance."""
-    if not supports_fp64(queue.device):
-        pytest.skip(f"{queue.device.name} has no cl_khr_fp64")
+    skip_without_fp64(queue)
     check_op(queue, rng, family, replace(case, dtype="float64"), algorithm)
 
 

@@ -331,10 +331,11 @@ ${pad}if (${o} < 0) continue;\
 <%def name="mask_type(real, lanes)">${'long' if real == 'double' else 'int'}${lanes}</%def>
 ##
 ## A square tile of n vectors `src`0..`src`{n-1} of n lanes (type `vec`; n a power of two) turned over
-## into `dst`0..: lane l of dst r is lane r of src l (statements, indented for a kernel's inner block).  In log2(n) stages, each swapping the
-## off-diagonal h x h blocks of the row pairs (r, r + h), every new vector drawn from two (a two-source
-## shuffle: n log2 n in all).  Written as one vector of n lanes gathered from n vectors, LLVM (PoCL,
-## AVX-512) made about 650 shuffles of a 16 x 16 tile, and a dy copy ran 4-5x slower.
+## into `dst`0..: lane l of dst r is lane r of src l (statements, indented for a kernel's inner
+## block).  In log2(n) stages, each swapping the off-diagonal h x h blocks of the row pairs
+## (r, r + h), every new vector drawn from two (a two-source shuffle: n log2 n in all).  Written as
+## one vector of n lanes gathered from n vectors, LLVM (PoCL, AVX-512) made about 650 shuffles of a
+## 16 x 16 tile, and a dy copy ran 4-5x slower.
 <%def name="transpose(n, vec, src, dst)"><%
     comps = "0123456789abcdef"
     stages, h = [], n // 2

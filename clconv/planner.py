@@ -28,7 +28,7 @@ from .algorithms import REGISTRY, Algorithm, algorithms
 from .algorithms.gemm import GPU_TILES, is_dot_config
 from .algorithms.reduce import bias_gradient_plan
 from .algorithms.direct import (
-    BLOCK_COB, FORWARD_FEW_OUTPUTS, cpu_tiny, few_outputs_first, forward_blocks_first, taps_first,
+    BLOCK_COB, FORWARD_FEW_OUTPUTS, channels_tiles_first, cpu_tiny, few_outputs_first, forward_blocks_first, taps_first,
     weight_blocks,
 )
 from .algorithms.direct import grouped_depthwise as _depthwise
@@ -769,6 +769,10 @@ def _cpu_heuristic_order(problem: Problem, device: cl.Device) -> list[str]:
         # vectors along the rows, no bounds checks inside: 17-33x `direct` and `depthwise` on PoCL
         # (MobileNetV2 3x3 144ch 28x28, docs/performance.md)
         order.append("depthwise_rows")
+    if channels_tiles_first(problem, device):
+        # channels-last forwards and stride-1 data gradients: direct's register tiles of channels,
+        # which read that layout (the GEMMs' CPU kernels read channels-first rows)
+        order.append("direct")
     if g.is_pointwise and all(s == 1 for s in g.stride) and (
             problem.pass_ != "backward_weight" or is_dot_config(REGISTRY["gemm1x1"].configs(problem, device)[0])):
         # the 1x1 weight gradient reads the input's rows in place as dot products where its

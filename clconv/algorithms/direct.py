@@ -11,7 +11,7 @@ from ..geometry import ConvGeometry
 from ..limits import pow2_at_most
 from ..passes import PASSES
 from ..plan import CHANNELS_FIRST, LAYOUTS, Arg, Plan, Problem, rounded
-from .base import Algorithm, call, pass_args, source
+from .base import Algorithm, call, epilogue_args, pass_args, source
 from .gemm import largest_chunk, vector_registers
 from .reduce import splitk_sum
 
@@ -525,6 +525,119 @@ def taps_first(problem: Problem, device) -> bool:
             and bool(taps_configs(problem, device)))
 
 
+# The forward and the stride-1 data gradient on CPUs in register tiles of result channels
+# (kernels/direct_channels.mako): a work-item holds PX neighbouring result pixels of a row x NB
+# vectors of VN result channels (PX x NB vector sums), and runs the contraction over (tap, source
+# channel) from a packed copy of the weight (NB vector loads a step) and a channels-last copy of
+# the source with its padding written out as zeros (PX broadcasts a step, no bounds tests).  The
+# GEMM families' CPU kernels run their vectors along the pixels: channels-last activations have no
+# such rows (they ran in GPU tiles, 6-15x channels-first's time on PoCL), and a small image fills
+# them badly (a 7x7 image's 49 pixels in vectors of 16).
+CHANNELS_REGISTERS = TAPS_REGISTERS  # the share of the vector registers a tile may take (as the taps')
+CHANNELS_MIN_SUMS = 8  # vector sums a tile needs at least: two FMA pipes x four cycles of latency
+CHANNELS_FILL = 4      # work-items per core a tile must leave the launch, where some tile does
+# A block's packed weight (taps x source channels x NB x VN) within this share of a core's own
+# cache, where blocks of one vector do not already exceed it: the work-items a core runs one after
+# another walk the same block, each all of it.  On PoCL (AVX-512, 1 MiB L2 a core) a 3x3 256 -> 256
+# forward at 7x7 ran tiles of 7 pixels x 3 vectors (442 KiB a block) in 2.2x the time of 7 x 2
+# (295 KiB), where its wasted lanes account for 1.13x; a 512 -> 512 one at 14x14 ran 7 x 2 (590
+# KiB) in 1.10x the time of 14 x 1.
+CHANNELS_CACHE_SHARE = 2
+
+
+def channels_serve(problem: Problem) -> bool:
+    """Whether direct's channel tiles serve ``problem``'s pass: the forward, or the data gradient of
+    a layer of stride 1 (a correlation of dy with the flipped kernel)."""
+    g = problem.geometry
+    return problem.pass_ == "forward" or (problem.pass_ == "backward_data" and all(s == 1 for s in g.stride))
+
+
+def channels_frame(problem: Problem, px: int) -> dict:
+    """The extents the channel tiles work in, for tiles of ``px`` result pixels: a group's source
+    and result channels (SC, RC), all source channels (SCH), the source's and the result's extents
+    (S*, R*), the strides and the source's padding before (TS*, TP*: the data gradient's are 1 and
+    dilation x (kernel - 1) - padding), tiles a result row (WT), the padded copy's extents (Z*:
+    wide enough for the last tile's columns), and ``flat``: a 1x1 stride-1 unpadded channels-last
+    source, read in place as rows of pixels (no copy)."""
+    g = problem.geometry
+    backward = problem.pass_ == "backward_data"
+    if backward:
+        sc, rc, sch = g.cout_per_group, g.cin_per_group, g.out_channels
+        s_size, r_size, strides = g.out_size, g.in_size, (1, 1, 1)
+        pads = tuple(d * (k - 1) - p for d, k, p in zip(g.dilation, g.kernel, g.pad_begin))
+    else:
+        sc, rc, sch = g.cin_per_group, g.cout_per_group, g.in_channels
+        s_size, r_size, strides, pads = g.in_size, g.out_size, g.stride, g.pad_begin
+    wt = -(-r_size[2] // px)
+    z = [(r - 1) * s + (k - 1) * d + 1 for r, s, k, d in zip(r_size, strides, g.kernel, g.dilation)]
+    z[2] = (wt * px - 1) * strides[2] + (g.kernel[2] - 1) * g.dilation[2] + 1
+    flat = (problem.layout != CHANNELS_FIRST and g.kernel_volume == 1 and all(s == 1 for s in strides)
+            and not any(pads))
+    names = ("D", "H", "W")
+    frame = {"SC": sc, "RC": rc, "SCH": sch, "WT": wt, "flat": flat, "backward": backward}
+    for i, axis in enumerate(names):
+        frame.update({f"S{axis}": s_size[i], f"R{axis}": r_size[i], f"TS{axis}": strides[i],
+                      f"TP{axis}": pads[i], f"Z{axis}": z[i]})
+    return frame
+
+
+def channels_tiles(problem: Problem, device) -> list[tuple[int, int]]:
+    """(PX, NB) tiles for the channel tiles, best first: those whose PX x NB sums (CHANNELS_MIN_SUMS
+    at least), NB weight vectors and a broadcast fit CHANNELS_REGISTERS of the vector registers, by
+    the cycles of a contraction step (its FMAs, or its PX + NB loads where more) over its useful
+    FMAs (a group's result channels rounded up to NB x VN, a row's pixels to whole tiles); tiles
+    leaving fewer than CHANNELS_FILL work-items a core last, where another does not."""
+    g = problem.geometry
+    lanes = taps_lanes(problem, device)
+    if not lanes or not channels_serve(problem):
+        return []
+    fit = limits.of(device)
+    registers = vector_registers(fit) * CHANNELS_REGISTERS
+    rc = g.in_channels if problem.pass_ == "backward_data" else g.out_channels
+    rc //= g.groups
+    costs = []
+    for nb in range(1, int(registers)):
+        for px in range(1, int(registers)):
+            sums = px * nb
+            if sums + nb + 1 > registers:
+                break
+            if sums < CHANNELS_MIN_SUMS:
+                continue
+            frame = channels_frame(problem, px)
+            if frame["flat"]:
+                pixels = g.batch * frame["RD"] * frame["RH"] * frame["RW"]
+                tiles = -(-pixels // px)
+            else:
+                pixels = frame["RW"]
+                tiles = g.batch * frame["RD"] * frame["RH"] * frame["WT"]
+            useful = rc / rounded(rc, nb * lanes) * pixels / rounded(pixels, px)
+            items = tiles * g.groups * -(-rc // (nb * lanes))
+            block_bytes = g.kernel_volume * frame["SC"] * nb * lanes * problem.itemsize
+            spills = nb > 1 and fit.core_cache and block_bytes > fit.core_cache // CHANNELS_CACHE_SHARE
+            costs.append((items < CHANNELS_FILL * fit.compute_units, bool(spills),
+                          max(sums, px + nb) / (sums * useful), -sums, (px, nb)))
+    return [tile for *_, tile in sorted(costs)]
+
+
+def channels_tiles_first(problem: Problem, device) -> bool:
+    """Whether direct's channel tiles come first for a forward or data gradient on a CPU: the
+    activations channels-last (which the GEMM families' CPU kernels cannot read: they ran in GPU
+    tiles at 6-15x the channel tiles' time on PoCL), not a tiny pass nor a depthwise layer of
+    several groups (depthwise_rows' own), and the tiles serve the pass (a CPU with vector lanes, the
+    forward or a stride-1 data gradient).  Channels-first, the GEMMs and Winograd ran as fast or
+    faster (docs/performance.md)."""
+    g = problem.geometry
+    return (problem.layout != CHANNELS_FIRST and not cpu_tiny(g) and not grouped_depthwise(g)
+            and bool(channels_tiles(problem, device)))
+
+
+def channels_configs(problem: Problem, device) -> list[dict]:
+    """The channel tiles' configurations, best first (empty on GPUs, narrow vectors, the weight
+    gradient and strided data gradients)."""
+    lanes = taps_lanes(problem, device)
+    return [{"PX": px, "NB": nb, "VN": lanes} for px, nb in channels_tiles(problem, device)[:3]]
+
+
 class Direct(Algorithm):
     name = "direct"
     passes = PASSES
@@ -558,6 +671,9 @@ class Direct(Algorithm):
             # first where they pay (strips_pay), else a candidate after one output per work-item
             strip = {"wg": out[0]["wg"], "rows": rows}
             out.insert(0 if strips_pay(problem.geometry, rows) else len(out), strip)
+        if not fit.gpu:  # the channel tiles: first where the CPU heuristic puts direct first for them
+            tiles = channels_configs(problem, device)
+            out = tiles + out if channels_tiles_first(problem, device) else out + tiles
         block = forward_block(problem, device)
         if block is not None:
             first = forward_blocks_first(problem) or grouped_blocks_first(problem) or narrow_blocks_first(problem)
@@ -571,6 +687,8 @@ class Direct(Algorithm):
             return self._blocks_plan(problem, config, device)
         if problem.pass_ == "backward_weight" and "TW" in config:
             return self._taps_plan(problem, config, device)
+        if "PX" in config:
+            return self._channels_plan(problem, config, device)
         cob = config.get("cob", 1) if problem.pass_ == "forward" else 1
         if problem.geometry.cout_per_group % cob:
             raise ValueError(f"blocks of {cob} output channels do not divide a group's {problem.geometry.cout_per_group}")
@@ -616,6 +734,41 @@ class Direct(Algorithm):
             return Plan(problem, self.name, config, (sums_call,))
         return Plan(problem, self.name, config, (sums_call, splitk_sum(problem, index, slices, elements)),
                     {"partial": slices * elements * problem.itemsize})
+
+    def _channels_plan(self, problem, config, device):
+        """clc_pack_channels (the weight's packed copy), clc_source_rows (the source's padded
+        channels-last copy, but where it is read in place), then clc_direct_channels."""
+        g = problem.geometry
+        px, nb, lanes = config["PX"], config["NB"], config["VN"]
+        if not channels_serve(problem):
+            raise ValueError(f"direct's channel tiles serve forwards and stride-1 data gradients, not the "
+                             f"{problem.pass_} of stride {g.stride}")
+        if px < 1 or nb < 1 or lanes not in (1, 2, 4, 8, 16):
+            raise ValueError(f"channel tiles of {px} pixels x {nb} vectors of {lanes} lanes are not a tile")
+        block = nb * lanes
+        frame = channels_frame(problem, px)
+        blocks = -(-frame["RC"] // block)
+        frame["OB"] = blocks  # blocks of result channels a group
+        packed = g.groups * blocks * g.kernel_volume * frame["SC"] * block
+        copied = 0 if frame["flat"] else g.batch * frame["ZD"] * frame["ZH"] * frame["ZW"] * frame["SCH"]
+        index = problem.index_type(packed, copied)
+        src = source("direct_channels.mako", problem, index, VN=lanes, NB=nb, PX=px, F=frame)
+        source_role, result_role = ("dy", "dx") if frame["backward"] else ("x", "y")
+        calls = [call(src, "clc_pack_channels", (frame["SC"], g.kernel_volume, g.groups * blocks), None,
+                      Arg("w"), Arg("wp", with_offset=False))]
+        workspaces = {"wp": packed * problem.itemsize}
+        if frame["flat"]:
+            tiles = -(-g.batch * frame["RD"] * frame["RH"] * frame["RW"] // px)
+            read = Arg(source_role)
+        else:
+            tiles = g.batch * frame["RD"] * frame["RH"] * frame["WT"]
+            copy_size = (frame["ZW"], frame["ZD"] * frame["ZH"], g.batch * -(-frame["SCH"] // lanes))
+            calls.append(call(src, "clc_source_rows", copy_size, None, Arg(source_role), Arg("sp", with_offset=False)))
+            workspaces["sp"] = copied * problem.itemsize
+            read = Arg("sp", with_offset=False)
+        calls.append(call(src, "clc_direct_channels", (tiles, g.groups * blocks), (taps_group(tiles, device), 1),
+                          read, Arg("wp", with_offset=False), *epilogue_args(problem), Arg(result_role)))
+        return Plan(problem, self.name, config, tuple(calls), workspaces)
 
     def _taps_plan(self, problem, config, device):
         """Per chunk of the batch: clc_dy_rows (dy's copy), then clc_direct_backward_weight_taps

@@ -207,6 +207,18 @@ def child(which: str, every_config: bool) -> int:
         run_prepared(queue, rng, problem, REGISTRY["direct"], config)
         note(f"direct taps {tag} {layout} {dtype} {config}")
         runs += 1
+    # direct's CPU forward and data gradient in tiles of result channels (not offered to Oclgrind's
+    # device either): the padded copy of the source (padding below zero in the data gradient), a
+    # partial block of channels, a row's last tile past its end, the flat 1x1 source read in place
+    # with its last tile clamped to the batch's last pixel, float16 storage, the bias
+    for tag, pass_, layout, dtype, config in (
+            ("n1g2c4o6i6x5k3x3s2x1p2x1d1x1", "forward", "channels_last", "float16", {"PX": 3, "NB": 1, "VN": 4}),
+            ("n2g1c3o5i5x6k3x3s1x1p0x1d2x1", "backward_data", "channels_first", "float32", {"PX": 4, "NB": 2, "VN": 4}),
+            ("n3g1c8o5i3x5k1x1s1x1p0x0d1x1", "forward", "channels_last", "float32", {"PX": 4, "NB": 1, "VN": 4})):
+        problem = Problem(geometry(tag), pass_, dtype, bias=True, layout=layout)
+        run_prepared(queue, rng, problem, REGISTRY["direct"], config)
+        note(f"direct channel tiles {tag} {pass_} {layout} {dtype} {config}")
+        runs += 1
     # Winograd's F(4x4, 3x3), which a small case is not offered first: 4x4 tiles cut off at the
     # image's right and bottom edges, every pass, both layouts
     winograd = REGISTRY["winograd"]

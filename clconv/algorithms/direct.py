@@ -546,39 +546,66 @@ CHANNELS_CACHE_SHARE = 2
 
 
 def channels_serve(problem: Problem) -> bool:
-    """Whether direct's channel tiles serve ``problem``'s pass: the forward, or the data gradient of
-    a layer of stride 1 (a correlation of dy with the flipped kernel)."""
-    g = problem.geometry
-    return problem.pass_ == "forward" or (problem.pass_ == "backward_data" and all(s == 1 for s in g.stride))
+    """Whether direct's channel tiles serve ``problem``'s pass: the forward and the data gradient
+    (the weight gradient has the taps)."""
+    return problem.pass_ in ("forward", "backward_data")
+
+
+def _floor_div(a: int, b: int) -> int:
+    return a // b  # Python's floor division, also for negative a (C's / truncates)
 
 
 def channels_frame(problem: Problem, px: int) -> dict:
     """The extents the channel tiles work in, for tiles of ``px`` result pixels: a group's source
     and result channels (SC, RC), all source channels (SCH), the source's and the result's extents
-    (S*, R*), the strides and the source's padding before (TS*, TP*: the data gradient's are 1 and
-    dilation x (kernel - 1) - padding), tiles a result row (WT), the padded copy's extents (Z*:
-    wide enough for the last tile's columns), and ``flat``: a 1x1 stride-1 unpadded channels-last
-    source, read in place as rows of pixels (no copy)."""
+    (S*, R*), the strides (TS*), the source's padding before in the padded copy (TP*), tiles a
+    result row (WT), the padded copy's extents (Z*: wide enough for the last tile's columns), and
+    ``flat``: a 1x1 stride-1 unpadded channels-last source, read in place as rows of pixels (no copy).
+
+    The forward reads source pixel r x stride + tap x dilation - padding for result pixel r.  The
+    data gradient's result pixel i takes, for each tap k with i + padding - k x dilation a multiple
+    of the stride, dy's pixel (i + padding - k x dilation) / stride: its result pixels along a row
+    go in phases, the residues of i modulo the stride, each a stride-1 walk over dy (a tile is PX
+    pixels of one phase, WT tiles a phase)."""
     g = problem.geometry
     backward = problem.pass_ == "backward_data"
+    names = ("D", "H", "W")
     if backward:
         sc, rc, sch = g.cout_per_group, g.cin_per_group, g.out_channels
-        s_size, r_size, strides = g.out_size, g.in_size, (1, 1, 1)
-        pads = tuple(d * (k - 1) - p for d, k, p in zip(g.dilation, g.kernel, g.pad_begin))
+        s_size, r_size = g.out_size, g.in_size
+        phase_pixels = -(-r_size[2] // g.stride[2])  # a row's pixels of one phase, at most
+        wt = -(-phase_pixels // px)
+        covered = (r_size[0], r_size[1], g.stride[2] * wt * px)  # result pixels the tiles reach, per axis
+        # dy's pixels they read: from (padding - (kernel - 1) x dilation) / stride, rounded down, on
+        low = [_floor_div(p - (k - 1) * d, s) for p, k, d, s in zip(g.pad_begin, g.kernel, g.dilation, g.stride)]
+        high = [_floor_div(c - 1 + p, s) + 1 for c, p, s in zip(covered, g.pad_begin, g.stride)]
+        pads = [-lo for lo in low]
+        z = [hi - lo for lo, hi in zip(low, high)]
     else:
         sc, rc, sch = g.cin_per_group, g.cout_per_group, g.in_channels
-        s_size, r_size, strides, pads = g.in_size, g.out_size, g.stride, g.pad_begin
-    wt = -(-r_size[2] // px)
-    z = [(r - 1) * s + (k - 1) * d + 1 for r, s, k, d in zip(r_size, strides, g.kernel, g.dilation)]
-    z[2] = (wt * px - 1) * strides[2] + (g.kernel[2] - 1) * g.dilation[2] + 1
-    flat = (problem.layout != CHANNELS_FIRST and g.kernel_volume == 1 and all(s == 1 for s in strides)
-            and not any(pads))
-    names = ("D", "H", "W")
+        s_size, r_size = g.in_size, g.out_size
+        wt = -(-r_size[2] // px)
+        pads = list(g.pad_begin)
+        z = [(r - 1) * s + (k - 1) * d + 1 for r, s, k, d in zip(r_size, g.stride, g.kernel, g.dilation)]
+        z[2] = (wt * px - 1) * g.stride[2] + (g.kernel[2] - 1) * g.dilation[2] + 1
+    flat = (problem.layout != CHANNELS_FIRST and g.kernel_volume == 1 and all(s == 1 for s in g.stride)
+            and not any(g.pad_begin) and not any(g.pad_end))
     frame = {"SC": sc, "RC": rc, "SCH": sch, "WT": wt, "flat": flat, "backward": backward}
     for i, axis in enumerate(names):
-        frame.update({f"S{axis}": s_size[i], f"R{axis}": r_size[i], f"TS{axis}": strides[i],
+        frame.update({f"S{axis}": s_size[i], f"R{axis}": r_size[i], f"TS{axis}": g.stride[i],
                       f"TP{axis}": pads[i], f"Z{axis}": z[i]})
     return frame
+
+
+def channels_tiles_count(problem: Problem, frame: dict, px: int) -> tuple[int, int]:
+    """(work-items along the result's pixels, the result pixels they cover) for tiles of ``px``."""
+    g = problem.geometry
+    if frame["flat"]:
+        pixels = g.batch * frame["RD"] * frame["RH"] * frame["RW"]
+        return -(-pixels // px), -(-pixels // px) * px
+    phases = frame["TSW"] if frame["backward"] else 1
+    rows = g.batch * frame["RD"] * frame["RH"]
+    return rows * phases * frame["WT"], rows * phases * frame["WT"] * px
 
 
 def channels_tiles(problem: Problem, device) -> list[tuple[int, int]]:
@@ -604,13 +631,9 @@ def channels_tiles(problem: Problem, device) -> list[tuple[int, int]]:
             if sums < CHANNELS_MIN_SUMS:
                 continue
             frame = channels_frame(problem, px)
-            if frame["flat"]:
-                pixels = g.batch * frame["RD"] * frame["RH"] * frame["RW"]
-                tiles = -(-pixels // px)
-            else:
-                pixels = frame["RW"]
-                tiles = g.batch * frame["RD"] * frame["RH"] * frame["WT"]
-            useful = rc / rounded(rc, nb * lanes) * pixels / rounded(pixels, px)
+            tiles, covered = channels_tiles_count(problem, frame, px)
+            results = g.batch * (g.in_pixels if frame["backward"] else g.out_pixels)
+            useful = rc / rounded(rc, nb * lanes) * results / covered
             items = tiles * g.groups * -(-rc // (nb * lanes))
             block_bytes = g.kernel_volume * frame["SC"] * nb * lanes * problem.itemsize
             spills = nb > 1 and fit.core_cache and block_bytes > fit.core_cache // CHANNELS_CACHE_SHARE
@@ -671,9 +694,14 @@ class Direct(Algorithm):
             # first where they pay (strips_pay), else a candidate after one output per work-item
             strip = {"wg": out[0]["wg"], "rows": rows}
             out.insert(0 if strips_pay(problem.geometry, rows) else len(out), strip)
-        if not fit.gpu:  # the channel tiles: first where the CPU heuristic puts direct first for them
+        if not fit.gpu:
+            # the channel tiles before the per-element kernel but for a tiny pass (which that builds
+            # fastest): the CPU heuristic puts direct first for them channels-last, and tuning times
+            # them as direct's first candidate channels-first, where they won on some layers
+            # (3x3x3, grouped, dilated: 0.63-0.92x the first candidate's time on PoCL) and lost on
+            # most (1.30x over a list of 36 layer-passes: docs/performance.md)
             tiles = channels_configs(problem, device)
-            out = tiles + out if channels_tiles_first(problem, device) else out + tiles
+            out = out + tiles if cpu_tiny(problem.geometry) else tiles + out
         block = forward_block(problem, device)
         if block is not None:
             first = forward_blocks_first(problem) or grouped_blocks_first(problem) or narrow_blocks_first(problem)
@@ -741,8 +769,7 @@ class Direct(Algorithm):
         g = problem.geometry
         px, nb, lanes = config["PX"], config["NB"], config["VN"]
         if not channels_serve(problem):
-            raise ValueError(f"direct's channel tiles serve forwards and stride-1 data gradients, not the "
-                             f"{problem.pass_} of stride {g.stride}")
+            raise ValueError(f"direct's channel tiles serve forwards and data gradients, not the {problem.pass_}")
         if px < 1 or nb < 1 or lanes not in (1, 2, 4, 8, 16):
             raise ValueError(f"channel tiles of {px} pixels x {nb} vectors of {lanes} lanes are not a tile")
         block = nb * lanes
@@ -757,11 +784,10 @@ class Direct(Algorithm):
         calls = [call(src, "clc_pack_channels", (frame["SC"], g.kernel_volume, g.groups * blocks), None,
                       Arg("w"), Arg("wp", with_offset=False))]
         workspaces = {"wp": packed * problem.itemsize}
+        tiles, _ = channels_tiles_count(problem, frame, px)
         if frame["flat"]:
-            tiles = -(-g.batch * frame["RD"] * frame["RH"] * frame["RW"] // px)
             read = Arg(source_role)
         else:
-            tiles = g.batch * frame["RD"] * frame["RH"] * frame["WT"]
             copy_size = (frame["ZW"], frame["ZD"] * frame["ZH"], g.batch * -(-frame["SCH"] // lanes))
             calls.append(call(src, "clc_source_rows", copy_size, None, Arg(source_role), Arg("sp", with_offset=False)))
             workspaces["sp"] = copied * problem.itemsize

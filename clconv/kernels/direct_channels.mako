@@ -1,13 +1,14 @@
-## The forward and the stride-1 data gradient on CPUs in register tiles of result channels: one
-## work-item holds PX neighbouring result pixels of a row x NB vectors of VN result channels, and
-## runs the contraction (taps x source channels) as PX x NB vector FMAs a step, the PX source values
-## broadcast and the NB vectors loaded from a packed copy of the weight.  The source is the forward's
-## input x, or the data gradient's dy (the data gradient of a stride-1 layer is the correlation of
-## dy with the flipped kernel, its channels swapped, padded by dilation x (kernel - 1) - padding).
+## The forward and the data gradient on CPUs in register tiles of result channels: one work-item
+## holds PX result pixels of a row x NB vectors of VN result channels, and runs the contraction
+## (taps x source channels) as PX x NB vector FMAs a step, the PX source values broadcast and the NB
+## vectors loaded from a packed copy of the weight.  The source is the forward's input x, or the data
+## gradient's dy: result pixel i (an input pixel) takes, at each tap k where i + padding - k x
+## dilation is a multiple of the stride, dy's pixel (i + padding - k x dilation) / stride, so along
+## a row its pixels go in phases (i modulo the stride), each a stride-1 walk over dy: a data
+## gradient's tile is PX pixels of one phase, a stride apart.
 ## Entry points:
 ##   clc_pack_channels  wp[g][ob][tap][c][BLOCK] = the weight of result channel ob * BLOCK + l and
-##                      source channel c at tap (flipped for the data gradient), zeros past the
-##                      group's result channels (BLOCK = NB x VN)
+##                      source channel c at tap, zeros past the group's result channels (BLOCK = NB x VN)
 ##   clc_source_rows    sp[b][zd][zh][zw][c]: the source channels-last with its padding written as
 ##                      zeros around it (and beyond the last tile's columns), in clc_real
 ##   clc_direct_channels  one work-item per (tile of PX result pixels along a row, group x block of
@@ -46,7 +47,7 @@ ${prelude.entry_points(self, entries)}\
 ##
 <%def name="clc_pack_channels()">
 /* global: (SC, KV, G * OB).  The forward's weight w[g*CO + r][c][tap]; the data gradient's
-   w[g*CO + c][r][KV - 1 - tap] (result channel r an input channel, source channel c an output one). */
+   w[g*CO + c][r][tap] (result channel r an input channel, source channel c an output one). */
 __kernel void clc_pack_channels(__global const clc_data* restrict w_base, const long w_off,
                                 __global clc_real* restrict wp)
 {
@@ -57,7 +58,7 @@ __kernel void clc_pack_channels(__global const clc_data* restrict w_base, const 
     for (int l = 0; l < CLC_BLOCK; ++l) {
         const int r = ob * CLC_BLOCK + l;
 % if F["backward"]:
-        const clc_idx at = ((clc_idx)(g * CLC_CO + c) * CLC_CI + r) * CLC_KV + (CLC_KV - 1 - tap);
+        const clc_idx at = ((clc_idx)(g * CLC_CO + c) * CLC_CI + r) * CLC_KV + tap;
 % else:
         const clc_idx at = ((clc_idx)(g * CLC_CO + r) * CLC_CI + c) * CLC_KV + tap;
 % endif
@@ -97,10 +98,17 @@ __kernel void clc_source_rows(__global const clc_data* restrict s_base, const lo
     vec = f"{real}{VN}"
     flat = F["flat"]
 %>
-/* global: (tiles, G * OB): tiles = ${"ceil(N x result pixels / PX), flat" if flat else "N x RD x RH x WT"}.
-   Work-item (t, (g, ob)): result pixels ${"t * PX + p" if flat else "(rd, rh, wt * PX + p)"} (p < ${PX}) x
-   result channels ob * BLOCK .. + BLOCK - 1 of group g.  Its sums run over the taps (kd, kh, kw),
-   then the group's ${F["SC"]} source channels, in one fixed order: deterministic. */
+<%
+    if flat:
+        tiles, pixels = "ceil(N x result pixels / PX), flat", "t * PX + p"
+    elif F["backward"]:
+        tiles, pixels = "N x RD x RH x TSW x WT", "(rd, rh, phase + TSW * (wt * PX + p))"
+    else:
+        tiles, pixels = "N x RD x RH x WT", "(rd, rh, wt * PX + p)"
+%>\
+/* global: (tiles, G * OB): tiles = ${tiles}.  Work-item (t, (g, ob)): result pixels ${pixels}
+   (p < ${PX}) x result channels ob * BLOCK .. + BLOCK - 1 of group g.  Its sums run over the taps
+   (kd, kh, kw), then the group's ${F["SC"]} source channels, in one fixed order: deterministic. */
 __kernel void clc_direct_channels(
 % if flat:
                                   __global const clc_data* restrict s_base, const long s_off,
@@ -121,6 +129,17 @@ __kernel void clc_direct_channels(
     const clc_idx at${p} = min(first + ${p}, last) * CLC_SCH;
 % endfor
 #define CLC_SRC(i) clc_ld(src, i)
+% elif F["backward"]:
+    const int wt = (int)(t % ${F["WT"]}), phase = (int)((t / ${F["WT"]}) % ${F["TSW"]});
+    const clc_idx rest = t / ${F["WT"] * F["TSW"]};
+    const int rh = (int)(rest % ${F["RH"]}), rd = (int)((rest / ${F["RH"]}) % ${F["RD"]});
+    const int b = (int)(rest / ${F["RH"] * F["RD"]});
+    const int j0 = wt * ${PX};
+    __global const clc_real* restrict src = sp + (clc_idx)b * CLC_ZD * CLC_ZH * CLC_ZW * CLC_SCH + g * CLC_SC;
+% for p in range(PX):
+    const clc_idx at${p} = (clc_idx)${p} * CLC_SCH;
+% endfor
+#define CLC_SRC(i) src[i]
 % else:
     const int wt = (int)(t % ${F["WT"]});
     const clc_idx rest = t / ${F["WT"]};
@@ -147,6 +166,14 @@ __kernel void clc_direct_channels(
             for (int kw = 0; kw < CLC_KW; ++kw) {
 % if flat:
                 const clc_idx tap = 0;
+% elif F["backward"]:
+                /* the taps whose dy pixel this phase meets: dy's (padded) pixel (zd, zh, j0 + zw + p) */
+                const int ud = rd + CLC_PD - kd * CLC_DD, uh = rh + CLC_PH - kh * CLC_DH;
+                const int uw = phase + CLC_PW - kw * CLC_DW;
+                if (ud % CLC_SD || uh % CLC_SH || uw % CLC_SW) continue;
+                const int zd = ud / CLC_SD + ${F["TPD"]}, zh = uh / CLC_SH + ${F["TPH"]};
+                const int zw = uw / CLC_SW + ${F["TPW"]} + j0;
+                const clc_idx tap = (((clc_idx)zd * CLC_ZH + zh) * CLC_ZW + zw) * CLC_SCH;
 % else:
                 const clc_idx tap = (((clc_idx)kd * CLC_DD * CLC_ZH + kh * CLC_DH) * CLC_ZW + kw * CLC_DW) * CLC_SCH;
 % endif
@@ -179,6 +206,9 @@ __kernel void clc_direct_channels(
     __global const clc_data* residual = residual_base + residual_off;
 % if flat:
     const int count = (int)min((clc_idx)${PX}, last + 1 - first);
+% elif F["backward"]:
+    /* the phase's result pixels phase + TSW * (j0 + p) inside the row */
+    const int count = min(${PX}, (${F["RW"]} - phase + ${F["TSW"] - 1}) / ${F["TSW"]} - j0);
 % else:
     const int count = min(${PX}, ${F["RW"]} - rw0);
 % endif
@@ -186,6 +216,8 @@ __kernel void clc_direct_channels(
 % if flat:
         const clc_idx bp = first + p;
         const clc_idx b = bp / ${F["RD"] * F["RH"] * F["RW"]}, pixel = bp % ${F["RD"] * F["RH"] * F["RW"]};
+% elif F["backward"]:
+        const clc_idx pixel = ((clc_idx)rd * ${F["RH"]} + rh) * ${F["RW"]} + phase + ${F["TSW"]} * (j0 + p);
 % else:
         const clc_idx pixel = ((clc_idx)rd * ${F["RH"]} + rh) * ${F["RW"]} + rw0 + p;
 % endif

@@ -129,7 +129,9 @@ def main():
                 with open(out_path, "w") as out:
                     json.dump(list(rows.values()), out, indent=1)
     table = list(rows.values())
-    ratio = lambda key: np.exp(np.mean([np.log(r["stream_ms"] / r["torch_ms"]) for r in table if key(r)]))
+
+    def ratio(key):
+        return np.exp(np.mean([np.log(r["stream_ms"] / r["torch_ms"]) for r in table if key(r)]))
     print(f"stream / PyTorch, geometric mean: all {ratio(lambda r: True):.3f}, "
           f"served by the tiles {ratio(lambda r: r['new'].startswith('direct')):.3f}")
     moved = [r["new_ms"] / r["old_ms"] for r in table if r["new"] != r["old"]]

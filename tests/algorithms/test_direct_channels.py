@@ -1,7 +1,7 @@
-"""direct's CPU forward and stride-1 data gradient in register tiles of result channels
+"""direct's CPU forward and data gradient in register tiles of result channels
 (kernels/direct_channels.mako), below the public ops (helpers.run_prepared) with configurations
 named here, on this machine's device where it is a CPU with vector lanes (elsewhere they skip): 1D,
-2D and 3D, grouped, stride and dilation (the forward), asymmetric and over-wide padding, result
+2D and 3D, grouped, stride (the data gradient's phases) and dilation, asymmetric and over-wide padding, result
 channels that do not fill a block, rows that do not fill a tile, a 1x1 channels-last source read in
 place (its last tile past the batch's last pixel), both layouts, the epilogue (bias, residual,
 activation), float64 and 16-bit storage, small integers bit for bit, repeated runs bit for bit.
@@ -29,13 +29,15 @@ DIRECT = REGISTRY["direct"]
 
 GEOMETRIES = {
     "2d-5x5": "n2g1c3o20i9x8k5x5s1x1p2x2d1x1",                  # 20 result channels: a partial block
-    "2d-s2-d2-asym": "n1g2c4o6i13x9k3x3s2x1p2x0e1x2d2x1",       # stride (forward only), dilation, asymmetric padding
+    "2d-s2-d2-asym": "n1g2c4o6i13x9k3x3s2x1p2x0e1x2d2x1",       # stride, dilation, asymmetric padding
+    "2d-s3-k2": "n2g1c5o4i11x10k2x2s3x3p1x0d1x1",               # a stride over the kernel: pixels no tap reaches
+    "3d-s2": "n1g1c4o6i5x6x7k3x3x3s2x2x2p1x1x1d1x1x1",
     "2d-widepad": "n3g3c6o9i5x7k3x2s1x1p3x2d1x1",               # padding wider than the kernel
     "2d-dilated": "n2g1c8o12i9x9k3x3s1x1p1x1d2x2",              # the data gradient's padding below zero
     "3d": "n1g3c6o6i3x6x5k2x3x3s1x1x1p1x1x1d1x1x1",
     "1d": "n2g4c8o8i17k3s1p1d1",
     "1x1": "n3g1c16o20i5x7k1x1s1x1p0x0d1x1",                    # channels-last: read in place, 105 pixels flat
-    "1x1-s2": "n2g1c8o6i7x7k1x1s2x2p0x0d1x1",                   # strided: the forward only
+    "1x1-s2": "n2g1c8o6i7x7k1x1s2x2p0x0d1x1",                   # strided: half the data gradient's phases empty
 }
 # (PX, NB, VN): tiles wider than a row, of one pixel, blocks of 4-16 lanes, blocks wider than a group
 CONFIGS = [(3, 2, 4), (1, 1, 8), (5, 1, 16), (2, 3, 4), (7, 2, 8)]
@@ -55,17 +57,12 @@ def _device_with_lanes(request):
                     f"{fit.float_lanes}{' (a GPU)' if fit.gpu else ''}")
 
 
-def _passes(tag):
-    g = geometry(tag)
-    return ["forward", "backward_data"] if all(s == 1 for s in g.stride) else ["forward"]
-
-
 @pytest.mark.parametrize("tag", list(GEOMETRIES.values()), ids=list(GEOMETRIES))
 def test_channel_tiles_match_the_reference(queue, rng, tag):
     """Each pass and layout of each geometry with one configuration, taken in turn from CONFIGS
     (each program a build: every configuration on every case took minutes on PoCL)."""
     turn = list(GEOMETRIES.values()).index(tag)
-    for pass_ in _passes(tag):
+    for pass_ in ("forward", "backward_data"):
         for layout in ("channels_first", "channels_last"):
             px, nb, vn = CONFIGS[turn % len(CONFIGS)]
             turn += 1
@@ -163,9 +160,9 @@ def test_tiles_fill_rows_and_keep_a_block_in_the_cache():
     assert nb == 1 and 14 % px == 0
 
 
-def test_tiles_serve_forwards_and_stride_1_data_gradients_on_cpus_with_lanes():
+def test_tiles_serve_forwards_and_data_gradients_on_cpus_with_lanes():
     assert channels_configs(_problem("n2g1c8o6i7x7k1x1s2x2p0x0d1x1"), AVX512)
-    assert channels_configs(_problem("n2g1c8o6i7x7k1x1s2x2p0x0d1x1", "backward_data"), AVX512) == []
+    assert channels_configs(_problem("n2g1c8o6i7x7k1x1s2x2p0x0d1x1", "backward_data"), AVX512)
     assert channels_configs(_problem("n2g1c64o64i28x28k3x3s1x1p1x1d1x1", "backward_weight"), AVX512) == []
     assert channels_configs(_problem("n2g1c64o64i28x28k3x3s1x1p1x1d1x1"), fake_device(True, 132, float_lanes=1)) == []
     assert channels_configs(_problem("n2g1c64o64i28x28k3x3s1x1p1x1d1x1"), fake_device(False, 2, float_lanes=1)) == []
@@ -180,10 +177,13 @@ def test_the_heuristic_takes_the_tiles_first_for_channels_last_only():
         assert "PX" in DIRECT.configs(last, AVX512)[0]
         first = _problem(layer, pass_, "channels_first")
         assert not channels_tiles_first(first, AVX512)
-        assert "PX" not in DIRECT.configs(first, AVX512)[0]
+        assert planner.heuristic_order(first, AVX512)[0] != "direct"
+        assert "PX" in DIRECT.configs(first, AVX512)[0]  # direct's first, for tuning to time
+    tiny = _problem("n1g1c2o4i6x6k3x3s1x1p1x1d1x1", layout="channels_first")
+    assert "wg" in DIRECT.configs(tiny, AVX512)[0]  # the per-element kernel, which builds fastest
     # 1x1 layers too (before gemm1x1, whose CPU kernels read channels-first rows)
     assert planner.heuristic_order(_problem("n4g1c256o64i28x28k1x1s1x1p0x0d1x1"), AVX512)[0] == "direct"
-    # not depthwise layers (depthwise_rows), tiny passes (the per-element kernel), strided data gradients
+    # strided data gradients too; not depthwise layers (depthwise_rows) nor tiny passes (the per-element kernel)
+    assert channels_tiles_first(_problem("n4g1c64o64i28x28k3x3s2x2p1x1d1x1", "backward_data"), AVX512)
     assert not channels_tiles_first(_problem("n4g144c144o144i28x28k3x3s1x1p1x1d1x1"), AVX512)
     assert not channels_tiles_first(_problem("n1g1c2o4i6x6k3x3s1x1p1x1d1x1"), AVX512)
-    assert not channels_tiles_first(_problem("n4g1c64o64i28x28k3x3s2x2p1x1d1x1", "backward_data"), AVX512)

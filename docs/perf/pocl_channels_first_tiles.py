@@ -1,0 +1,54 @@
+"""Direct's channel tiles on channels-first activations (issue 12, forty-first session): for each
+layer of a list and each of the forward and the data gradient, the kernel time of the heuristic's
+first candidate against the channel tiles' first configuration (best of 3 x 5 runs each, the two
+interleaved over ROUNDS rounds, the minimum kept).  The tiles come first for channels-last only;
+this is what channels-first would gain or lose.
+
+    cd /tmp && PYTHONPATH=REPO POCL_MAX_PTHREAD_COUNT=2 python REPO/docs/perf/pocl_channels_first_tiles.py \\
+        REPO/docs/perf/pocl-channels-last-layers.txt [ROUNDS]
+"""
+
+import sys
+
+import numpy as np
+
+import clconv
+from clconv import planner, runtime
+from clconv.algorithms import REGISTRY
+from clconv.algorithms.direct import channels_configs
+from clconv.plan import Problem
+from clconv.tools.shapes import parse_descriptor
+
+from pocl_channels_last import layers
+
+
+def main():
+    queue = clconv.default_queue()
+    rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 2
+    best = {}
+    for _ in range(rounds):
+        for descriptor in layers(sys.argv[1]):
+            layer = parse_descriptor(descriptor)
+            for pass_ in ("forward", "backward_data"):
+                problem = Problem(layer.geometry, pass_, "float32")
+                first = planner.candidates(problem, queue.device)[0]
+                tiles = (REGISTRY["direct"], channels_configs(problem, queue.device)[0])
+                operands = runtime.random_operands(problem, queue)
+                for side, (algorithm, config) in (("first", first), ("tiles", tiles)):
+                    runner = planner.prepare(problem, algorithm, config, queue)
+                    ms = 1e3 * min(runtime.time_runner(runner, queue, operands, 5, min) for _ in range(3))
+                    key = (layer.name, pass_, side)
+                    best[key] = (planner.label(algorithm, config), min(ms, best.get(key, ("", np.inf))[1]))
+    ratios = []
+    for descriptor in layers(sys.argv[1]):
+        name = parse_descriptor(descriptor).name
+        for pass_ in ("forward", "backward_data"):
+            (first_label, first_ms), (tiles_label, tiles_ms) = best[(name, pass_, "first")], best[(name, pass_, "tiles")]
+            ratios.append(tiles_ms / first_ms)
+            print(f"{name:32s} {pass_:14s} first {first_label:45s} {first_ms:8.3f} ms  tiles {tiles_label:24s} "
+                  f"{tiles_ms:8.3f} ms  {tiles_ms / first_ms:5.2f}x")
+    print(f"tiles / first, geometric mean {np.exp(np.mean(np.log(ratios))):.3f} ({min(ratios):.2f}-{max(ratios):.2f}x)")
+
+
+if __name__ == "__main__":
+    main()

@@ -535,7 +535,6 @@ def taps_first(problem: Problem, device) -> bool:
 # them badly (a 7x7 image's 49 pixels in vectors of 16).
 CHANNELS_REGISTERS = TAPS_REGISTERS  # the share of the vector registers a tile may take (as the taps')
 CHANNELS_MIN_SUMS = 8  # vector sums a tile needs at least: two FMA pipes x four cycles of latency
-CHANNELS_FILL = 4      # work-items per core a tile must leave the launch, where some tile does
 # A block's packed weight (taps x source channels x NB x VN) within this share of a core's own
 # cache, where blocks of one vector do not already exceed it: the work-items a core runs one after
 # another walk the same block, each all of it.  On PoCL (AVX-512, 1 MiB L2 a core) a 3x3 256 -> 256
@@ -611,9 +610,10 @@ def channels_tiles_count(problem: Problem, frame: dict, px: int) -> tuple[int, i
 def channels_tiles(problem: Problem, device) -> list[tuple[int, int]]:
     """(PX, NB) tiles for the channel tiles, best first: those whose PX x NB sums (CHANNELS_MIN_SUMS
     at least), NB weight vectors and a broadcast fit CHANNELS_REGISTERS of the vector registers, by
-    the cycles of a contraction step (its FMAs, or its PX + NB loads where more) over its useful
-    FMAs (a group's result channels rounded up to NB x VN, a row's pixels to whole tiles); tiles
-    leaving fewer than CHANNELS_FILL work-items a core last, where another does not."""
+    the launch's span: the work-items a core runs one after another (a group's result channels in
+    blocks of NB x VN, a row's pixels in tiles of PX: the waste of both counts) times a contraction
+    step's cycles (its FMAs, or its PX + NB loads where more); blocks whose packed weight would not
+    stay in a core's cache last (CHANNELS_CACHE_SHARE)."""
     g = problem.geometry
     lanes = taps_lanes(problem, device)
     if not lanes or not channels_serve(problem):
@@ -632,13 +632,12 @@ def channels_tiles(problem: Problem, device) -> list[tuple[int, int]]:
                 continue
             frame = channels_frame(problem, px)
             tiles, covered = channels_tiles_count(problem, frame, px)
-            results = g.batch * (g.in_pixels if frame["backward"] else g.out_pixels)
-            useful = rc / rounded(rc, nb * lanes) * results / covered
             items = tiles * g.groups * -(-rc // (nb * lanes))
             block_bytes = g.kernel_volume * frame["SC"] * nb * lanes * problem.itemsize
             spills = nb > 1 and fit.core_cache and block_bytes > fit.core_cache // CHANNELS_CACHE_SHARE
-            costs.append((items < CHANNELS_FILL * fit.compute_units, bool(spills),
-                          max(sums, px + nb) / (sums * useful), -sums, (px, nb)))
+            # the launch's span: rounds of a work-item a core, each a contraction step's cycles
+            span = -(-items // fit.compute_units) * max(sums, px + nb)
+            costs.append((bool(spills), span, -sums, (px, nb)))
     return [tile for *_, tile in sorted(costs)]
 
 

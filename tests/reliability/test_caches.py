@@ -363,6 +363,8 @@ def test_render_follows_user_templates(monkeypatch, tmp_path, rng):
 
 def test_build_failure_raises_build_error_with_log_and_source(monkeypatch, tmp_path, cache, rng):
     folder = _user_templates(tmp_path, "direct.mako", _after_prelude("this is not OpenCL C;"))
+    # direct's CPU register tiles (its other configurations there) from a broken template too
+    _user_templates(tmp_path, "direct_channels.mako", _after_prelude("this is not OpenCL C;"))
     monkeypatch.setenv("CLCONV_TEMPLATE_PATH", str(folder))
     x, w = random(rng, (1, 3, 4, 5)), random(rng, (2, 3, 3, 1))  # used nowhere else
     with pytest.raises(BuildError) as info:

@@ -607,6 +607,27 @@ def channels_tiles_count(problem: Problem, frame: dict, px: int) -> tuple[int, i
     return rows * phases * frame["WT"], rows * phases * frame["WT"] * px
 
 
+def _result_channels(problem: Problem) -> int:
+    g = problem.geometry
+    return (g.in_channels if problem.pass_ == "backward_data" else g.out_channels) // g.groups
+
+
+def channels_lanes(problem: Problem, device) -> int:
+    """The channel tiles' vector width: the CPU's lanes (taps_lanes), narrowed to the fewest
+    powers of two, at least TAPS_MIN_LANES, that hold a group's result channels where they are
+    fewer.  A narrow vector does the same useful work per instruction as a wide one mostly past
+    the channels, and where the CPU runs a wide vector as two halves (AMD's Zen 4 runs AVX-512 so)
+    it takes half the time: on PoCL there ResNeXt's 3x3 layers of 8 channels a group ran vectors of
+    8 in 0.71-0.78x the time of vectors of 16 (docs/performance.md)."""
+    lanes = taps_lanes(problem, device)
+    if not lanes:
+        return 0
+    narrow = TAPS_MIN_LANES
+    while narrow < min(lanes, _result_channels(problem)):
+        narrow *= 2
+    return min(lanes, narrow)
+
+
 def channels_tiles(problem: Problem, device) -> list[tuple[int, int]]:
     """(PX, NB) tiles for the channel tiles, best first: those whose PX x NB sums (CHANNELS_MIN_SUMS
     at least), NB weight vectors and a broadcast fit CHANNELS_REGISTERS of the vector registers, by
@@ -615,13 +636,12 @@ def channels_tiles(problem: Problem, device) -> list[tuple[int, int]]:
     step's cycles (its FMAs, or its PX + NB loads where more); blocks whose packed weight would not
     stay in a core's cache last (CHANNELS_CACHE_SHARE)."""
     g = problem.geometry
-    lanes = taps_lanes(problem, device)
+    lanes = channels_lanes(problem, device)
     if not lanes or not channels_serve(problem):
         return []
     fit = limits.of(device)
     registers = vector_registers(fit) * CHANNELS_REGISTERS
-    rc = g.in_channels if problem.pass_ == "backward_data" else g.out_channels
-    rc //= g.groups
+    rc = _result_channels(problem)
     costs = []
     for nb in range(1, int(registers)):
         for px in range(1, int(registers)):
@@ -654,9 +674,9 @@ def channels_tiles_first(problem: Problem, device) -> bool:
 
 
 def channels_configs(problem: Problem, device) -> list[dict]:
-    """The channel tiles' configurations, best first (empty on GPUs, narrow vectors, the weight
-    gradient and strided data gradients)."""
-    lanes = taps_lanes(problem, device)
+    """The channel tiles' configurations, best first (empty on GPUs, CPUs without vector lanes and
+    for the weight gradient)."""
+    lanes = channels_lanes(problem, device)
     return [{"PX": px, "NB": nb, "VN": lanes} for px, nb in channels_tiles(problem, device)[:3]]
 
 

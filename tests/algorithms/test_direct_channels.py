@@ -16,8 +16,8 @@ import pytest
 
 from clconv import limits, planner, reference
 from clconv.algorithms import REGISTRY
-from clconv.algorithms.direct import (CHANNELS_REGISTERS, channels_configs, channels_frame, channels_tiles,
-                                      channels_tiles_first)
+from clconv.algorithms.direct import (CHANNELS_REGISTERS, channels_configs, channels_frame, channels_lanes,
+                                      channels_tiles, channels_tiles_first)
 from clconv.epilogue import Epilogue
 from clconv.plan import Problem
 from clconv.runtime import Operand
@@ -187,3 +187,13 @@ def test_the_heuristic_takes_the_tiles_first_for_channels_last_only():
     assert channels_tiles_first(_problem("n4g1c64o64i28x28k3x3s2x2p1x1d1x1", "backward_data"), AVX512)
     assert not channels_tiles_first(_problem("n4g144c144o144i28x28k3x3s1x1p1x1d1x1"), AVX512)
     assert not channels_tiles_first(_problem("n1g1c2o4i6x6k3x3s1x1p1x1d1x1"), AVX512)
+
+
+def test_vectors_narrow_to_a_groups_result_channels():
+    """Fewer result channels a group than the CPU's lanes: the fewest powers of two (4 at least)
+    that hold them; as many or more: the CPU's lanes."""
+    assert channels_lanes(_problem("n2g32c256o256i14x14k3x3s1x1p1x1d1x1"), AVX512) == 8   # 8 a group
+    assert channels_lanes(_problem("n1g1c3o64i224x224k7x7s2x2p3x3d1x1", "backward_data"), AVX512) == 4  # 3
+    assert channels_lanes(_problem("n1g1c3o64i224x224k7x7s2x2p3x3d1x1"), AVX512) == 16
+    assert channels_lanes(_problem("n2g1c16o24i8x8k3x3s1x1p1x1d1x1"), AVX2) == 8
+    assert all(c["VN"] == 8 for c in channels_configs(_problem("n2g32c256o256i14x14k3x3s1x1p1x1d1x1"), AVX512))

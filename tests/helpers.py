@@ -158,6 +158,23 @@ def skip_without_fp64(queue, dtype: str = "float64") -> None:
         pytest.skip(f"{queue.device.name} has no cl_khr_fp64")
 
 
+def skip_without_cpu_lanes(request, kernels: str) -> None:
+    """For an autouse fixture: skip (pytest) a test that runs kernels (takes ``queue``) where
+    ``kernels``, offered only on CPUs with 4+ vector lanes, never run: GPUs, and CPUs without vector
+    lanes (Mesa's llvmpipe, which vectorises across work-items: there each build of explicit 4-16
+    lane vectors took minutes).  Oclgrind's test runs them there too, for memory safety
+    (tests/reliability/test_oclgrind.py)."""
+    import pytest
+
+    if "queue" not in request.fixturenames:
+        return
+    queue = request.getfixturevalue("queue")
+    fit = limits.of(queue.device, queue.context)
+    if fit.gpu or fit.float_lanes < 4:
+        pytest.skip(f"{kernels} are offered on CPUs with 4+ vector lanes; {queue.device.name!r} has "
+                    f"{fit.float_lanes}{' (a GPU)' if fit.gpu else ''}")
+
+
 def in_both_layouts(queue, tag: str, pass_: str, dtype: str):
     """``pass_`` of geometry ``tag`` stored as ``dtype``, channels-first then channels-last; skips
     (pytest) a float64 problem where the device has no cl_khr_fp64."""

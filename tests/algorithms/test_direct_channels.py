@@ -23,7 +23,7 @@ from clconv.plan import Problem
 from clconv.runtime import Operand
 
 from cases import geometry
-from helpers import fake_device, in_both_layouts, run_prepared
+from helpers import fake_device, in_both_layouts, run_prepared, skip_without_cpu_lanes
 
 DIRECT = REGISTRY["direct"]
 
@@ -45,16 +45,7 @@ CONFIGS = [(3, 2, 4), (1, 1, 8), (5, 1, 16), (2, 3, 4), (7, 2, 8)]
 
 @pytest.fixture(autouse=True)
 def _device_with_lanes(request):
-    """The tests that run kernels skip where the tiles are never offered: GPUs, and CPUs without
-    vector lanes (Mesa's llvmpipe: its builds of explicit vectors take minutes).  Oclgrind's test
-    runs them there too, for memory safety (tests/reliability/test_oclgrind.py)."""
-    if "queue" not in request.fixturenames:
-        return
-    queue = request.getfixturevalue("queue")
-    fit = limits.of(queue.device, queue.context)
-    if fit.gpu or fit.float_lanes < 4:
-        pytest.skip(f"the channel tiles are offered on CPUs with 4+ vector lanes; {queue.device.name!r} has "
-                    f"{fit.float_lanes}{' (a GPU)' if fit.gpu else ''}")
+    skip_without_cpu_lanes(request, "the channel tiles")
 
 
 @pytest.mark.parametrize("tag", list(GEOMETRIES.values()), ids=list(GEOMETRIES))

@@ -12,13 +12,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from clconv import limits, reference
+from clconv import reference
 from clconv.algorithms import REGISTRY
 from clconv.algorithms.direct import taps_configs, taps_lanes, taps_tiles
 from clconv.plan import Problem
 
 from cases import geometry
-from helpers import fake_device, in_both_layouts, run_prepared, weight_gradient_of
+from helpers import fake_device, in_both_layouts, run_prepared, skip_without_cpu_lanes, weight_gradient_of
 
 DIRECT = REGISTRY["direct"]
 
@@ -39,17 +39,7 @@ CONFIGS = [(1, 2, 2, 4, 1), (2, 3, 1, 8, 3), (3, 1, 3, 4, 2), (1, 5, 2, 4, 1000)
 
 @pytest.fixture(autouse=True)
 def _device_with_lanes(request):
-    """The tests that run kernels skip on devices the taps are never offered on: GPUs, and CPUs
-    without vector lanes (Mesa's llvmpipe, which vectorises across work-items: there each of these
-    kernels' explicit 4-16 lane vectors took minutes to build).  Oclgrind's test runs them there too,
-    for memory safety (tests/reliability/test_oclgrind.py)."""
-    if "queue" not in request.fixturenames:
-        return
-    queue = request.getfixturevalue("queue")
-    fit = limits.of(queue.device, queue.context)
-    if fit.gpu or fit.float_lanes < 4:
-        pytest.skip(f"the taps are offered on CPUs with 4+ vector lanes; {queue.device.name!r} has {fit.float_lanes}"
-                    f"{' (a GPU)' if fit.gpu else ''}")
+    skip_without_cpu_lanes(request, "the taps")
 
 
 def _configs(problem):

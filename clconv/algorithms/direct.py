@@ -525,8 +525,8 @@ def taps_first(problem: Problem, device) -> bool:
             and bool(taps_configs(problem, device)))
 
 
-# The forward and the stride-1 data gradient on CPUs in register tiles of result channels
-# (kernels/direct_channels.mako): a work-item holds PX neighbouring result pixels of a row x NB
+# The forward and the data gradient on CPUs in register tiles of result channels
+# (kernels/direct_channels.mako): a work-item holds PX result pixels of a row x NB
 # vectors of VN result channels (PX x NB vector sums), and runs the contraction over (tap, source
 # channel) from a packed copy of the weight (NB vector loads a step) and a channels-last copy of
 # the source with its padding written out as zeros (PX broadcasts a step, no bounds tests).  The
@@ -550,10 +550,6 @@ def channels_serve(problem: Problem) -> bool:
     return problem.pass_ in ("forward", "backward_data")
 
 
-def _floor_div(a: int, b: int) -> int:
-    return a // b  # Python's floor division, also for negative a (C's / truncates)
-
-
 def channels_frame(problem: Problem, px: int) -> dict:
     """The extents the channel tiles work in, for tiles of ``px`` result pixels: a group's source
     and result channels (SC, RC), all source channels (SCH), the source's and the result's extents
@@ -575,9 +571,10 @@ def channels_frame(problem: Problem, px: int) -> dict:
         phase_pixels = -(-r_size[2] // g.stride[2])  # a row's pixels of one phase, at most
         wt = -(-phase_pixels // px)
         covered = (r_size[0], r_size[1], g.stride[2] * wt * px)  # result pixels the tiles reach, per axis
-        # dy's pixels they read: from (padding - (kernel - 1) x dilation) / stride, rounded down, on
-        low = [_floor_div(p - (k - 1) * d, s) for p, k, d, s in zip(g.pad_begin, g.kernel, g.dilation, g.stride)]
-        high = [_floor_div(c - 1 + p, s) + 1 for c, p, s in zip(covered, g.pad_begin, g.stride)]
+        # dy's pixels they read: from (padding - (kernel - 1) x dilation) / stride, rounded down
+        # (Python's //, below zero too), to (the last result pixel + padding) / stride
+        low = [(p - (k - 1) * d) // s for p, k, d, s in zip(g.pad_begin, g.kernel, g.dilation, g.stride)]
+        high = [(c - 1 + p) // s + 1 for c, p, s in zip(covered, g.pad_begin, g.stride)]
         pads = [-lo for lo in low]
         z = [hi - lo for lo, hi in zip(low, high)]
     else:
@@ -596,15 +593,14 @@ def channels_frame(problem: Problem, px: int) -> dict:
     return frame
 
 
-def channels_tiles_count(problem: Problem, frame: dict, px: int) -> tuple[int, int]:
-    """(work-items along the result's pixels, the result pixels they cover) for tiles of ``px``."""
+def channels_tiles_count(problem: Problem, frame: dict, px: int) -> int:
+    """Work-items along the result's pixels for tiles of ``px``: flat over the batch, or a row's
+    WT tiles (of each phase, for the data gradient) for every row of every image."""
     g = problem.geometry
     if frame["flat"]:
-        pixels = g.batch * frame["RD"] * frame["RH"] * frame["RW"]
-        return -(-pixels // px), -(-pixels // px) * px
+        return -(-g.batch * frame["RD"] * frame["RH"] * frame["RW"] // px)
     phases = frame["TSW"] if frame["backward"] else 1
-    rows = g.batch * frame["RD"] * frame["RH"]
-    return rows * phases * frame["WT"], rows * phases * frame["WT"] * px
+    return g.batch * frame["RD"] * frame["RH"] * phases * frame["WT"]
 
 
 def _result_channels(problem: Problem) -> int:
@@ -651,7 +647,7 @@ def channels_tiles(problem: Problem, device) -> list[tuple[int, int]]:
             if sums < CHANNELS_MIN_SUMS:
                 continue
             frame = channels_frame(problem, px)
-            tiles, covered = channels_tiles_count(problem, frame, px)
+            tiles = channels_tiles_count(problem, frame, px)
             items = tiles * g.groups * -(-rc // (nb * lanes))
             block_bytes = g.kernel_volume * frame["SC"] * nb * lanes * problem.itemsize
             spills = nb > 1 and fit.core_cache and block_bytes > fit.core_cache // CHANNELS_CACHE_SHARE
@@ -803,7 +799,7 @@ class Direct(Algorithm):
         calls = [call(src, "clc_pack_channels", (frame["SC"], g.kernel_volume, g.groups * blocks), None,
                       Arg("w"), Arg("wp", with_offset=False))]
         workspaces = {"wp": packed * problem.itemsize}
-        tiles, _ = channels_tiles_count(problem, frame, px)
+        tiles = channels_tiles_count(problem, frame, px)
         if frame["flat"]:
             read = Arg(source_role)
         else:

@@ -28,8 +28,8 @@ from .algorithms import REGISTRY, Algorithm, algorithms
 from .algorithms.gemm import GPU_TILES, is_dot_config
 from .algorithms.reduce import bias_gradient_plan
 from .algorithms.direct import (
-    BLOCK_COB, FORWARD_FEW_OUTPUTS, channels_tiles_first, cpu_tiny, few_outputs_first, forward_blocks_first, taps_first,
-    weight_blocks,
+    BLOCK_COB, FORWARD_FEW_OUTPUTS, channels_tiles_before_columns, channels_tiles_first, cpu_tiny, few_outputs_first,
+    forward_blocks_first, taps_first, weight_blocks,
 )
 from .algorithms.direct import grouped_depthwise as _depthwise
 from .algorithms.winograd import Winograd
@@ -785,6 +785,10 @@ def _cpu_heuristic_order(problem: Problem, device: cl.Device) -> list[str]:
         order.append("direct")
     if _cpu_winograd_pays(problem, device):
         order.append("winograd")
+    if channels_tiles_before_columns(problem, device):
+        # channels-first layers whose column buffer is long against the work its values feed
+        # (3x3x3, dilated, 8-16 channels a group): direct's register tiles of channels
+        order.append("direct")
     order += ["im2col", "gemm1x1", "implicit_gemm", "splitk", "direct"]
     return list(dict.fromkeys(order))
 

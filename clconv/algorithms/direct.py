@@ -669,6 +669,31 @@ def channels_tiles_first(problem: Problem, device) -> bool:
             and bool(channels_tiles(problem, device)))
 
 
+# Channels-first, the channel tiles come before im2col (where Winograd and gemm1x1 do not come
+# first) for layers whose column buffer is long against the work each of its values feeds: 3D
+# kernels of CHANNELS_MIN_TAPS taps or more (3x3x3), dilated kernels, and result channels a group from
+# CHANNELS_NARROW[0] to CHANNELS_NARROW[1] (im2col's GEMM then has a row block or two a group).  On
+# PoCL (a 2-core AMD EPYC with AVX-512, 2 threads; docs/perf/pocl-2t-channels-first-tiles-design.txt,
+# and the channels-last list's layers channels-first) the tiles ran 3x3x3 layers of 16-128
+# channels in 0.49-0.85x im2col's time (8 passes), dilated 3x3 layers of 128-512 channels in
+# 0.80-0.98x (6), layers of 8 and 16 channels a group in 0.54-0.92x (8); where none of these held
+# they ran 0.87-1.27x (a 3x1x1 kernel 1.26x, 4 channels a group 1.30-1.67x, 512 channels at 7x7
+# 1.21-1.25x, 1D k3 1.06-1.08x), and 2D kernels of many taps lost too (ResNet's 7x7 stem 1.18x).
+CHANNELS_MIN_TAPS = 27
+CHANNELS_NARROW = (8, 16)
+
+
+def channels_tiles_before_columns(problem: Problem, device) -> bool:
+    """Whether direct's channel tiles come before im2col for a channels-first forward or data
+    gradient on a CPU (the rule above): not tiny, not depthwise, where the tiles serve."""
+    g = problem.geometry
+    if problem.layout != CHANNELS_FIRST or cpu_tiny(g) or grouped_depthwise(g):
+        return False
+    long_columns = ((g.kernel[0] > 1 and g.kernel_volume >= CHANNELS_MIN_TAPS) or any(d > 1 for d in g.dilation)
+                    or CHANNELS_NARROW[0] <= _result_channels(problem) <= CHANNELS_NARROW[1])
+    return long_columns and bool(channels_tiles(problem, device))
+
+
 def channels_configs(problem: Problem, device) -> list[dict]:
     """The channel tiles' configurations, best first (empty on GPUs, CPUs without vector lanes and
     for the weight gradient)."""

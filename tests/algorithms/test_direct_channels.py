@@ -17,7 +17,7 @@ import pytest
 from clconv import limits, planner, reference
 from clconv.algorithms import REGISTRY
 from clconv.algorithms.direct import (CHANNELS_REGISTERS, channels_configs, channels_frame, channels_lanes,
-                                      channels_tiles, channels_tiles_first)
+                                      channels_tiles, channels_tiles_before_columns, channels_tiles_first)
 from clconv.epilogue import Epilogue
 from clconv.plan import Problem
 from clconv.runtime import Operand
@@ -188,3 +188,25 @@ def test_vectors_narrow_to_a_groups_result_channels():
     assert channels_lanes(_problem("n1g1c3o64i224x224k7x7s2x2p3x3d1x1"), AVX512) == 16
     assert channels_lanes(_problem("n2g1c16o24i8x8k3x3s1x1p1x1d1x1"), AVX2) == 8
     assert all(c["VN"] == 8 for c in channels_configs(_problem("n2g32c256o256i14x14k3x3s1x1p1x1d1x1"), AVX512))
+
+
+def test_channels_first_the_tiles_come_before_im2col_for_long_columns():
+    """3x3x3 kernels, dilated kernels and 8-16 result channels a group (direct.channels_tiles_before_columns):
+    after Winograd and gemm1x1 where they come first, before im2col."""
+    def order(tag, pass_="forward"):
+        return planner.heuristic_order(_problem(tag, pass_, "channels_first"), AVX512)
+
+    for tag in ("n2g1c64o64i8x28x28k3x3x3s1x1x1p1x1x1d1x1x1", "n1g1c512o512i28x28k3x3s1x1p4x4d4x4",
+                "n2g32c512o512i14x14k3x3s1x1p1x1d1x1", "n4g8c64o64i56x56k3x3s1x1p1x1d1x1"):
+        for pass_ in ("forward", "backward_data"):
+            assert channels_tiles_before_columns(_problem(tag, pass_, "channels_first"), AVX512), (tag, pass_)
+            assert order(tag, pass_).index("direct") < order(tag, pass_).index("im2col"), (tag, pass_)
+    for tag in ("n2g1c64o64i8x28x28k3x1x1s1x1x1p1x0x0d1x1x1",  # 3 taps deep
+                "n4g32c128o128i56x56k3x3s1x1p1x1d1x1",          # 4 channels a group
+                "n2g1c512o512i7x7k3x3s1x1p1x1d1x1",             # plain 3x3
+                "n1g1c3o64i224x224k7x7s2x2p3x3d1x1"):           # 49 taps in 2D
+        assert not channels_tiles_before_columns(_problem(tag, "forward", "channels_first"), AVX512), tag
+    # channels-last takes the tiles first anyway; a tiny pass keeps the per-element kernel
+    assert not channels_tiles_before_columns(_problem("n2g1c64o64i8x28x28k3x3x3s1x1x1p1x1x1d1x1x1"), AVX512)
+    assert not channels_tiles_before_columns(_problem("n1g1c2o4i6x6k3x3s1x1p2x2d2x2", layout="channels_first"),
+                                             AVX512)

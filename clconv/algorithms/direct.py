@@ -679,6 +679,9 @@ def channels_tiles_first(problem: Problem, device) -> bool:
 # 0.80-0.98x (6), layers of 8 and 16 channels a group in 0.54-0.92x (8); where none of these held
 # they ran 0.87-1.27x (a 3x1x1 kernel 1.26x, 4 channels a group 1.30-1.67x, 512 channels at 7x7
 # 1.21-1.25x, 1D k3 1.06-1.08x), and 2D kernels of many taps lost too (ResNet's 7x7 stem 1.18x).
+# On 18 layers written before either list was measured (pocl-2t-channels-first-tiles-holdout.txt)
+# the 18 passes it takes ran 0.786x (0.44-1.84x; the two over 1.05x again, 3 rounds: 1.09x and
+# 1.00x), the 18 it leaves 1.36x (32 channels a group 0.86-0.92x, a 1D k5 512 0.92-1.01x).
 CHANNELS_MIN_TAPS = 27
 CHANNELS_NARROW = (8, 16)
 

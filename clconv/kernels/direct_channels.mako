@@ -97,8 +97,6 @@ __kernel void clc_source_rows(__global const clc_data* restrict s_base, const lo
 <%def name="clc_direct_channels()"><%
     vec = f"{real}{VN}"
     flat = F["flat"]
-%>
-<%
     if flat:
         tiles, pixels = "ceil(N x result pixels / PX), flat", "t * PX + p"
     elif F["backward"]:
@@ -167,7 +165,8 @@ __kernel void clc_direct_channels(
 % if flat:
                 const clc_idx tap = 0;
 % elif F["backward"]:
-                /* the taps whose dy pixel this phase meets: dy's (padded) pixel (zd, zh, j0 + zw + p) */
+                /* only the taps that meet this phase's pixels: result pixel (rd, rh, phase + TSW * (j0 + p))
+                   reads the padded copy of dy at (zd, zh, zw + p) */
                 const int ud = rd + CLC_PD - kd * CLC_DD, uh = rh + CLC_PH - kh * CLC_DH;
                 const int uw = phase + CLC_PW - kw * CLC_DW;
                 if (ud % CLC_SD || uh % CLC_SH || uw % CLC_SW) continue;

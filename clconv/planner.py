@@ -762,7 +762,9 @@ def _cpu_heuristic_order(problem: Problem, device: cl.Device) -> list[str]:
     data gradient, no split-K (the cores are few: a GEMM has work-items enough), Winograd for the
     forward of 3x3 and 5x5 stride-1 layers with channels enough and for the data gradient of 3x3
     ones with tiles enough too (``_cpu_winograd_pays``); measured on PoCL
-    in docs/performance.md.  Tiny passes (``CPU_TINY_FLOPS``) take `direct`, which builds fastest."""
+    in docs/performance.md.  Tiny passes (``CPU_TINY_FLOPS``) take `direct`, which builds fastest;
+    so do channels-last forwards and data gradients (its register tiles of channels) and, before
+    im2col, channels-first ones of 3x3x3, dilated or 8-16-channels-a-group layers."""
     g = problem.geometry
     order = []
     if g.is_depthwise:
@@ -770,8 +772,8 @@ def _cpu_heuristic_order(problem: Problem, device: cl.Device) -> list[str]:
         # (MobileNetV2 3x3 144ch 28x28, docs/performance.md)
         order.append("depthwise_rows")
     if channels_tiles_first(problem, device):
-        # channels-last forwards and stride-1 data gradients: direct's register tiles of channels,
-        # which read that layout (the GEMMs' CPU kernels read channels-first rows)
+        # channels-last forwards and data gradients: direct's register tiles of channels, which
+        # read that layout (the GEMMs' CPU kernels read channels-first rows)
         order.append("direct")
     if g.is_pointwise and all(s == 1 for s in g.stride) and (
             problem.pass_ != "backward_weight" or is_dot_config(REGISTRY["gemm1x1"].configs(problem, device)[0])):

@@ -531,8 +531,8 @@ def taps_first(problem: Problem, device) -> bool:
 # channel) from a packed copy of the weight (NB vector loads a step) and a channels-last copy of
 # the source with its padding written out as zeros (PX broadcasts a step, no bounds tests).  The
 # GEMM families' CPU kernels run their vectors along the pixels: channels-last activations have no
-# such rows (they ran in GPU tiles, 6-15x channels-first's time on PoCL), and a small image fills
-# them badly (a 7x7 image's 49 pixels in vectors of 16).
+# such rows (they ran in GPU tiles, 6-15x channels-first's time on PoCL).  Channels-first they win
+# where im2col's column buffer is long against the work each of its values feeds (below).
 CHANNELS_REGISTERS = TAPS_REGISTERS  # the share of the vector registers a tile may take (as the taps')
 CHANNELS_MIN_SUMS = 8  # vector sums a tile needs at least: two FMA pipes x four cycles of latency
 # A block's packed weight (taps x source channels x NB x VN) within this share of a core's own

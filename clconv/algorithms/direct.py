@@ -461,7 +461,8 @@ def taps_chunk(problem: Problem, device, nb: int, lanes: int) -> int:
     return largest_chunk(g.batch, per_image, settings.workspace_limit(device))
 
 
-def taps_slices(problem: Problem, device, th: int, tw: int, nb: int, lanes: int, chunk_batch: int) -> int:
+def taps_slices(problem: Problem, device, th: int, tw: int, nb: int, lanes: int, chunk_batch: int,
+                cb: int = 1) -> int:
     """Pieces of a chunk's output pixels, each summed into its own partial sums: enough work-items
     for TAPS_FILL a core, and each slice's columns of dy's copy (its pixels x a block of nb x lanes
     channels) within half a core's own cache (TAPS_CACHE_SHARE), so that the work-items a core runs
@@ -469,7 +470,7 @@ def taps_slices(problem: Problem, device, th: int, tw: int, nb: int, lanes: int,
     the partials within the workspace limit."""
     g = problem.geometry
     fit = limits.of(device)
-    items = (g.kernel[0] * -(-g.kernel[1] // th) * -(-g.kernel[2] // tw) * g.groups * g.cin_per_group
+    items = (g.kernel[0] * -(-g.kernel[1] // th) * -(-g.kernel[2] // tw) * g.groups * (g.cin_per_group // cb)
              * -(-g.cout_per_group // (nb * lanes)))
     pixels = chunk_batch * g.out_pixels
     wanted = -(-TAPS_FILL * fit.compute_units // items)
@@ -479,16 +480,50 @@ def taps_slices(problem: Problem, device, th: int, tw: int, nb: int, lanes: int,
     return max(1, min(wanted, pixels // TAPS_MIN_SLICE_PIXELS, room))
 
 
+TAPS_POINTWISE_VECTOR_LOAD = 2  # cycles a vector of dy counts for in a 1x1 tile's step (a broadcast: 1)
+
+
+def taps_pointwise_tiles(problem: Problem, device) -> list[tuple[int, int]]:
+    """(CB, NB) tiles for a 1x1 kernel's weight gradient, best first: its one tap leaves a tile of
+    taps one broadcast an output pixel, so a work-item takes CB input channels instead (CB dividing
+    a group's, CB x NB sums, NB vectors and a broadcast within TAPS_REGISTERS of the vector
+    registers), by cycles per useful FMA as taps_tiles counts them but with each of dy's vectors a
+    line of the cache against the CB broadcasts' one (TAPS_POINTWISE_VECTOR_LOAD), more input
+    channels first among equals.  On four channels-last ResNet-50 1x1 layers on PoCL (AVX-512)
+    that ranks 8 x 2 and 4 x 4 first, which ran within about 10% of each other run to run, ahead of
+    4 x 2 (1.1-1.3x their time; docs/performance.md): written from those layers, in sample."""
+    g = problem.geometry
+    lanes = taps_lanes(problem, device)
+    if not lanes or g.kernel_volume != 1:
+        return []
+    registers = vector_registers(limits.of(device)) * TAPS_REGISTERS
+    co = g.cout_per_group
+    costs = []
+    for cb in (c for c in range(1, int(registers)) if g.cin_per_group % c == 0):
+        for nb in range(1, int(registers)):
+            sums = cb * nb
+            if sums + nb + 1 > registers:
+                break
+            useful = co / rounded(co, nb * lanes)
+            cycles = sums + cb + TAPS_POINTWISE_VECTOR_LOAD * nb
+            costs.append((cycles / (sums * useful), -sums, -cb, (cb, nb)))
+    return [tile for *_, tile in sorted(costs)]
+
+
 def taps_configs(problem: Problem, device) -> list[dict]:
     """The CPU weight gradient's tile configurations, best first (empty on GPUs, narrow vectors, or
-    where one image's copy of dy exceeds the workspace limit)."""
+    where one image's copy of dy exceeds the workspace limit); a 1x1 kernel's with CB input
+    channels a work-item."""
     lanes = taps_lanes(problem, device)
+    tiles = ([(1, 1, cb, nb) for cb, nb in taps_pointwise_tiles(problem, device)]
+             if problem.geometry.kernel_volume == 1 else [(th, tw, 1, nb) for th, tw, nb in taps_tiles(problem, device)])
     out = []
-    for th, tw, nb in taps_tiles(problem, device)[:3]:
+    for th, tw, cb, nb in tiles[:3]:
         chunk_batch = taps_chunk(problem, device, nb, lanes)
         if chunk_batch:
-            out.append({"TH": th, "TW": tw, "NB": nb, "VN": lanes,
-                        "slices": taps_slices(problem, device, th, tw, nb, lanes, chunk_batch)})
+            config = {"TH": th, "TW": tw, "NB": nb, "VN": lanes,
+                      "slices": taps_slices(problem, device, th, tw, nb, lanes, chunk_batch, cb)}
+            out.append({**config, "CB": cb} if problem.geometry.kernel_volume == 1 else config)
     return out
 
 
@@ -514,15 +549,16 @@ TAPS_MIN_PIXELS = 128
 
 
 def taps_first(problem: Problem, device) -> bool:
-    """Whether direct's taps come first for a weight gradient on a CPU (the rule above): not a 1x1
-    or tiny pass, nor a depthwise layer of several groups (depthwise_rows' own); channels-first
-    within the bounds, channels-last always."""
+    """Whether direct's taps come first for a weight gradient on a CPU (the rule above): not a tiny
+    pass, nor a depthwise layer of several groups (depthwise_rows' own); channels-first within the
+    bounds and not 1x1 (gemm1x1's dot products and im2col's columns serve those), channels-last
+    always (1x1 too, CB input channels a work-item)."""
     g = problem.geometry
     long_columns = (g.batch * g.out_pixels >= TAPS_MIN_PIXELS
                     and g.cin_per_group * g.kernel_volume >= TAPS_MIN_COLUMN_RATIO * g.cout_per_group)
-    return (problem.pass_ == "backward_weight" and g.kernel_volume > 1 and not grouped_depthwise(g)
-            and not cpu_tiny(g) and (long_columns or problem.layout != CHANNELS_FIRST)
-            and bool(taps_configs(problem, device)))
+    channels_last = problem.layout != CHANNELS_FIRST
+    return (problem.pass_ == "backward_weight" and (g.kernel_volume > 1 or channels_last) and not grouped_depthwise(g)
+            and not cpu_tiny(g) and (long_columns or channels_last) and bool(taps_configs(problem, device)))
 
 
 # The forward and the data gradient on CPUs in register tiles of result channels
@@ -846,8 +882,11 @@ class Direct(Algorithm):
         over several chunks)."""
         g = problem.geometry
         th, tw, nb, lanes, slices = config["TH"], config["TW"], config["NB"], config["VN"], config["slices"]
+        cb = config.get("CB", 1)
         if not (1 <= th <= g.kernel[1] and 1 <= tw <= g.kernel[2]):
             raise ValueError(f"tiles of {th} x {tw} taps do not fit a kernel of {g.kernel[1]} x {g.kernel[2]}")
+        if cb < 1 or g.cin_per_group % cb:
+            raise ValueError(f"blocks of {cb} input channels do not divide a group's {g.cin_per_group}")
         chunk_batch = taps_chunk(problem, device, nb, lanes)
         if not chunk_batch:
             raise ValueError("one image's copy of dy exceeds the workspace limit (CLCONV_WORKSPACE_LIMIT)")
@@ -857,14 +896,15 @@ class Direct(Algorithm):
         chunks = g.batch // chunk_batch
         partial = slices > 1 or (chunks > 1 and problem.storage_itemsize < problem.itemsize)
         index = problem.index_type(dyt, slices * g.weight_elements)
-        src = source("direct_taps.mako", problem, index, writes_result=False, VN=lanes, NB=nb, TH=th, TW=tw,
+        src = source("direct_taps.mako", problem, index, writes_result=False, VN=lanes, NB=nb, TH=th, TW=tw, CB=cb,
                      chunk_batch=chunk_batch, slices=slices, partial=partial, accumulate=chunks > 1)
         out = Arg("partial", with_offset=False) if partial else Arg("dw")
         # clc_dy_rows: a work-item per tile of lanes pixels x lanes channels; the taps: per (tile of
-        # taps, input channel, (slice, group, block))
+        # taps, CB input channels, (slice, group, block))
         copy_size = (-(-g.out_pixels // lanes), g.groups * blocks * nb, chunk_batch)
         copy_group = (taps_group(copy_size[0], device), 1, 1)
-        taps_size = (g.kernel[0] * -(-g.kernel[1] // th) * -(-g.kernel[2] // tw), g.cin_per_group, slices * g.groups * blocks)
+        taps_size = (g.kernel[0] * -(-g.kernel[1] // th) * -(-g.kernel[2] // tw), g.cin_per_group // cb,
+                     slices * g.groups * blocks)
         taps_group_size = (1, taps_group(taps_size[1], device), 1)
         calls = []
         for chunk in range(0, g.batch, chunk_batch):

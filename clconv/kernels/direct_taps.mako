@@ -4,12 +4,14 @@
 ##   clc_dy_rows  dyt[g][b][p][COP] = dy(chunk + b, g * CO + o, p): a chunk of dy with each output
 ##                pixel's channels of a group side by side, zeros past CO (COP: CO rounded up to
 ##                whole blocks of NB x VN), in clc_real
-##   clc_direct_backward_weight_taps  one work-item per (tile of taps, input channel, block of output
-##                channels, slice of the chunk's output pixels): TH x TW taps (TH kernel rows, TW
-##                columns) x NB vectors of VN output channels, TH x TW x NB vector sums in registers
+##   clc_direct_backward_weight_taps  one work-item per (tile of taps, CB input channels, block of
+##                output channels, slice of the chunk's output pixels): TH x TW taps (TH kernel rows,
+##                TW columns) x CB input channels x NB vectors of VN output channels, TH x TW x CB x NB
+##                vector sums in registers
 ## Parameters: geom, real, data, index, entries, epilogue, bias (the prelude's; neither kernel writes
 ## the pass's result through the epilogue: dw has none), VN (lanes per vector), NB (vectors per
-## block), TH and TW (a tile's kernel rows and columns), chunk_batch (images per launch pair), slices
+## block), TH and TW (a tile's kernel rows and columns), CB (input channels a work-item: more than
+## one for 1x1 kernels, whose tile is one tap), chunk_batch (images per launch pair), slices
 ## (pieces of the chunk's output pixels), partial (sums into the clc_real workspace `partial`,
 ## [slice][weight element], rather than into dw), accumulate (later chunks add onto what the earlier
 ## ones stored).
@@ -91,18 +93,20 @@ ${prelude.transpose(VN, vec, "v", "t")}
 % endfor
 % for u in range(TH):
 % for t in range(TW):
+% for c in range(CB):
             {
 % if inside:
-                const clc_real v = clc_ld(xi, ${u} * CLC_TAP_ROW + (ow * CLC_SW + ${t} * CLC_DW) * CLC_XP);
+                const clc_real v = clc_ld(xi, ${f"{c} * CLC_XC + " if c else ""}${u} * CLC_TAP_ROW + (ow * CLC_SW + ${t} * CLC_DW) * CLC_XP);
 % else:
                 const int iw = ow * CLC_SW + (kw0 + ${t}) * CLC_DW - CLC_PW;
                 const bool in = (uint)iw < (uint)CLC_IW${f" && row_in{u}" if rows_checked else ""};
-                const clc_real v = in ? clc_ld(x, at + ${u} * CLC_TAP_ROW + iw * CLC_XP) : (clc_real)0;
+                const clc_real v = in ? clc_ld(x, at + ${f"{c} * CLC_XC + " if c else ""}${u} * CLC_TAP_ROW + iw * CLC_XP) : (clc_real)0;
 % endif
 % for j in range(NB):
-                s${u}_${t}_${j} = fma((${vec})v, d${j}, s${u}_${t}_${j});
+                s${u}_${t}_${c}_${j} = fma((${vec})v, d${j}, s${u}_${t}_${c}_${j});
 % endfor
             }
+% endfor
 % endfor
 % endfor
 </%def>\
@@ -113,9 +117,9 @@ ${prelude.transpose(VN, vec, "v", "t")}
     G = geom.groups
     vec = f"{real}{VN}"
 %>
-/* global: (KD * ${KHCH} * ${KWCH}, CI, slices * G * ${OB}): work-item (r, ci, (slice, g, ob)) sums the
-   ${TH} x ${TW} taps (kd, kh0 + u, kw0 + t) of tile r = (kd, row tile, column tile) for input channel
-   ci of group g and output channels ob * ${BLOCK} .. + ${BLOCK - 1}, over its slice of the chunk's
+/* global: (KD * ${KHCH} * ${KWCH}, CI / ${CB}, slices * G * ${OB}): work-item (r, cb, (slice, g, ob)) sums
+   the ${TH} x ${TW} taps (kd, kh0 + u, kw0 + t) of tile r = (kd, row tile, column tile) for input
+   channels ci = cb * ${CB} .. + ${CB - 1} of group g and output channels ob * ${BLOCK} .. + ${BLOCK - 1}, over its slice of the chunk's
    ${PIXELS} output pixels (${SPAN} a slice, in the order batch, depth, rows, columns).  The slice and
    block vary slowest, so the work-items one core runs in a row walk the same slice of the block's
    columns of dyt, which the slices keep within the core's cache.  Along a row of output pixels
@@ -133,7 +137,7 @@ __kernel void clc_direct_backward_weight_taps(__global const clc_data* restrict 
 {
     const int r = (int)get_global_id(0);
     const int kwc = r % ${KWCH}, khc = (r / ${KWCH}) % ${KHCH}, kd = r / ${KHCH * KWCH};
-    const int ci = (int)get_global_id(1);
+    const int ci = (int)get_global_id(1) * ${CB};  /* the first of the work-item's input channels */
     const int ob = (int)(get_global_id(2) % ${OB});
     const int g = (int)(get_global_id(2) / ${OB}) % CLC_G;
     const int slice = (int)(get_global_id(2) / ${G * OB});
@@ -149,8 +153,10 @@ __kernel void clc_direct_backward_weight_taps(__global const clc_data* restrict 
 
 % for u in range(TH):
 % for t in range(TW):
+% for c in range(CB):
 % for j in range(NB):
-    ${vec} s${u}_${t}_${j} = (${vec})0;
+    ${vec} s${u}_${t}_${c}_${j} = (${vec})0;
+% endfor
 % endfor
 % endfor
 % endfor
@@ -193,13 +199,15 @@ ${products(False)}
         }
     }
 
-    /* dw(o, ci, kd, kh0 + u, kw0 + t) for the block's output channels o < CO, through a private
-       copy of the sums (a loop over it, not ${TH * TW * BLOCK} unrolled stores) */
-    clc_real sums[${TH}][${TW}][${BLOCK}];
+    /* dw(o, ci + c, kd, kh0 + u, kw0 + t) for the block's output channels o < CO, through a private
+       copy of the sums (a loop over it, not ${TH * TW * CB * BLOCK} unrolled stores) */
+    clc_real sums[${TH}][${TW}][${CB}][${BLOCK}];
 % for u in range(TH):
 % for t in range(TW):
+% for c in range(CB):
 % for j in range(NB):
-    vstore${VN}(s${u}_${t}_${j}, 0, &sums[${u}][${t}][${j * VN}]);
+    vstore${VN}(s${u}_${t}_${c}_${j}, 0, &sums[${u}][${t}][${c}][${j * VN}]);
+% endfor
 % endfor
 % endfor
 % endfor
@@ -212,17 +220,18 @@ ${products(False)}
     for (int l = 0; l < ${BLOCK}; ++l) {
         const int o = ob * ${BLOCK} + l;
         if (o >= CLC_CO) break;
+        for (int c = 0; c < ${CB}; ++c)
         for (int u = own_h - kh0; u < ${TH}; ++u)
             for (int t = own_w - kw0; t < ${TW}; ++t) {
-                const clc_idx e = ((clc_idx)(g * CLC_CO + o) * CLC_CI + ci) * CLC_KV + tap0 + u * CLC_KW + t;
+                const clc_idx e = ((clc_idx)(g * CLC_CO + o) * CLC_CI + ci + c) * CLC_KV + tap0 + u * CLC_KW + t;
 % if partial and accumulate:
-                out[e] = (chunk == 0 ? (clc_real)0 : out[e]) + sums[u][t][l];
+                out[e] = (chunk == 0 ? (clc_real)0 : out[e]) + sums[u][t][c][l];
 % elif partial:
-                out[e] = sums[u][t][l];
+                out[e] = sums[u][t][c][l];
 % elif accumulate:
-                clc_st(out, e, (chunk == 0 ? (clc_real)0 : clc_ld(out, e)) + sums[u][t][l]);
+                clc_st(out, e, (chunk == 0 ? (clc_real)0 : clc_ld(out, e)) + sums[u][t][c][l]);
 % else:
-                clc_st(out, e, sums[u][t][l]);
+                clc_st(out, e, sums[u][t][c][l]);
 % endif
             }
     }

@@ -14,7 +14,7 @@ import pytest
 
 from clconv import reference
 from clconv.algorithms import REGISTRY
-from clconv.algorithms.direct import taps_configs, taps_lanes, taps_tiles
+from clconv.algorithms.direct import taps_configs, taps_first, taps_lanes, taps_pointwise_tiles, taps_tiles
 from clconv.plan import Problem
 
 from cases import geometry
@@ -140,3 +140,40 @@ def test_slices_fill_the_cores_on_few_work_items():
     assert stem["slices"] > 1
     wide = taps_configs(_problem("n4g1c64o64i28x28k3x3s1x1p1x1d1x1"), fake_device(False, 2, float_lanes=16))[0]
     assert wide["slices"] == 1
+
+
+# -- 1x1 kernels: CB input channels a work-item -----------------------------------------------------
+
+POINTWISE = {
+    "2d": "n3g1c16o20i5x7k1x1s1x1p0x0d1x1",       # 20 output channels: a partial block
+    "2d-s2-groups": "n2g2c12o8i7x7k1x1s2x2p0x0d1x1",
+    "1d-padded": "n2g1c6o40i9k1s1p1d1",           # padding: taps reading zeros at the row's ends
+    "3d": "n1g1c8o8i3x4x5k1x1x1s1x1x1p0x0x0d1x1x1",
+}
+
+
+@pytest.mark.parametrize("tag", list(POINTWISE.values()), ids=list(POINTWISE))
+def test_pointwise_taps_match_the_reference(queue, rng, tag):
+    for layout, config in (("channels_first", {"TH": 1, "TW": 1, "CB": 2, "NB": 2, "VN": 4, "slices": 3}),
+                           ("channels_last", {"TH": 1, "TW": 1, "CB": 4, "NB": 1, "VN": 8, "slices": 1})):
+        problem = Problem(geometry(tag), "backward_weight", "float32", layout=layout)
+        cb = config["CB"] if problem.geometry.cin_per_group % config["CB"] == 0 else 1
+        run_prepared(queue, rng, problem, DIRECT, {**config, "CB": cb})
+
+
+def test_pointwise_taps_in_16_bit_storage(queue, rng):
+    for problem in in_both_layouts(queue, POINTWISE["2d-s2-groups"], "backward_weight", "bfloat16"):
+        run_prepared(queue, rng, problem, DIRECT, {"TH": 1, "TW": 1, "CB": 3, "NB": 2, "VN": 4, "slices": 2})
+
+
+def test_pointwise_tiles_take_input_channels_that_divide_the_group():
+    avx512 = fake_device(False, 2, float_lanes=16)
+    problem = _problem("n4g1c256o64i28x28k1x1s1x1p0x0d1x1")
+    tiles = taps_pointwise_tiles(problem, avx512)
+    assert tiles and all(256 % cb == 0 and cb * nb + nb + 1 <= 32 * 13 / 16 for cb, nb in tiles)
+    assert tiles[0][0] > 1  # more than one input channel: one broadcast a pixel starves the FMAs
+    assert taps_pointwise_tiles(_problem("n4g1c64o64i28x28k3x3s1x1p1x1d1x1"), avx512) == []
+    assert all(c["CB"] in (1, 2, 3, 4, 6, 12) for c in taps_configs(_problem("n2g2c12o8i7x7k1x1s2x2p0x0d1x1"), avx512))
+    # channels-last 1x1 weight gradients take the taps first; channels-first ones keep gemm1x1 / im2col
+    last = Problem(geometry("n4g1c256o64i28x28k1x1s1x1p0x0d1x1"), "backward_weight", "float32", layout="channels_last")
+    assert taps_first(last, avx512) and not taps_first(problem, avx512)

@@ -202,7 +202,10 @@ def child(which: str, every_config: bool) -> int:
     for tag, layout, dtype, config in (
             ("n2g1c2o5i6x7k3x3s1x1p1x1d1x1", "channels_first", "float32", {"TH": 2, "TW": 2, "NB": 2, "VN": 4, "slices": 3}),
             ("n1g2c4o6i7x5k3x3s2x1p2x1d1x2", "channels_last", "float16", {"TH": 3, "TW": 2, "NB": 1, "VN": 4, "slices": 1}),
-            ("n2g1c2o4i11k5s1p2d1", "channels_first", "float32", {"TH": 1, "TW": 3, "NB": 1, "VN": 4, "slices": 2})):
+            ("n2g1c2o4i11k5s1p2d1", "channels_first", "float32", {"TH": 1, "TW": 3, "NB": 1, "VN": 4, "slices": 2}),
+            # a 1x1 kernel's CB input channels a work-item, strided and grouped
+            ("n2g2c8o6i5x5k1x1s2x2p0x0d1x1", "channels_last", "float32",
+             {"TH": 1, "TW": 1, "CB": 2, "NB": 1, "VN": 4, "slices": 2})):
         problem = Problem(geometry(tag), "backward_weight", dtype, layout=layout)
         run_prepared(queue, rng, problem, REGISTRY["direct"], config)
         note(f"direct taps {tag} {layout} {dtype} {config}")

@@ -105,8 +105,9 @@ def test_cpu_heuristic_puts_the_taps_first_for_long_column_rows():
     for tag in ("n2g1c3o64i224x224k3x3s1x1p1x1d1x1", "n2g1c256o256i7x7k3x3s1x1p1x1d1x1"):
         assert heuristic_order(Problem(geometry(tag), "backward_weight", "float32", layout="channels_last"), cpu)[0] \
             == "direct", tag
+    # 1x1: channels-last, the taps with CB input channels a work-item; channels-first, gemm1x1 or im2col
     assert heuristic_order(Problem(geometry("n4g1c256o64i28x28k1x1s1x1p0x0d1x1"), "backward_weight", "float32",
-                                   layout="channels_last"), cpu)[0] != "direct"  # 1x1: no taps
+                                   layout="channels_last"), cpu)[0] == "direct"
     # no vector lanes (llvmpipe): no taps
     assert heuristic_order(_problem("n2g1c48o64i17x17k5x5s1x1p2x2d1x1", "backward_weight"),
                            fake_device(gpu=False, compute_units=2))[0] == "im2col"

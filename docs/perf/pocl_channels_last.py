@@ -8,13 +8,14 @@ of a list and each of the two passes,
 * ``stream_ms`` / ``torch_ms``: a stream of default calls through the public op (channels-last
   device Arrays, ``layout="channels_last"``, results allocated by clconv) against PyTorch's CPU op on
   the same data in the channels-last memory format (a 1D layer's (N, L, C) as a transposed view),
-  each per call, one sync at the stream's end;
+  each per call, one sync at the stream's end (the weight gradient too, with a fourth argument
+  naming the passes: ``forward,backward_data`` by default);
 * ``error``: clconv's result against PyTorch's, relative to the largest value.
 
 Each figure is the minimum over ROUNDS rounds, the layers interleaved within a round.
 
     cd /tmp && PYTHONPATH=REPO POCL_MAX_PTHREAD_COUNT=2 python REPO/docs/perf/pocl_channels_last.py \\
-        REPO/docs/perf/pocl-channels-last-layers.txt OUT.json [ROUNDS]
+        REPO/docs/perf/pocl-channels-last-layers.txt OUT.json [ROUNDS] [PASSES]
 """
 
 import json
@@ -41,11 +42,18 @@ def layers(path):
         return [line.strip() for line in listing if line.strip() and not line.startswith("#")]
 
 
+def _taps_first_before(problem, device, taps_first=direct.taps_first):
+    """direct.taps_first as it was before the forty-first session: never for a 1x1 kernel."""
+    return problem.geometry.kernel_volume > 1 and taps_first(problem, device)
+
+
 def kernel_ms(problem, queue, old=False):
-    """The first candidate's label and kernel time (best of 3 x 5 runs); ``old``: without the rule."""
+    """The first candidate's label and kernel time (best of 3 x 5 runs); ``old``: without the
+    session's rules (the channel tiles first, the taps for 1x1 weight gradients)."""
     if old:
         with mock.patch.object(planner, "channels_tiles_first", lambda *_: False), \
-                mock.patch.object(direct, "channels_tiles_first", lambda *_: False):
+                mock.patch.object(direct, "channels_tiles_first", lambda *_: False), \
+                mock.patch.object(planner, "taps_first", _taps_first_before):
             algorithm, config = planner.candidates(problem, queue.device)[0]
     else:
         algorithm, config = planner.candidates(problem, queue.device)[0]
@@ -67,6 +75,13 @@ def calls(g, pass_, queue, rng):
     torch_options = dict(stride=g.stride[-nd:], padding=g.pad_begin[-nd:], dilation=g.dilation[-nd:], groups=g.groups)
     to_first = (0, nd + 1, *range(1, nd + 1))  # NHWC -> NCHW as a view: PyTorch's channels-last strides
     wt = torch.from_numpy(w)
+    if pass_ == "backward_weight":
+        xa, dya = cla.to_device(queue, x), cla.to_device(queue, dy)
+        op = getattr(clconv, f"conv{nd}d_weight")
+        xt, dyt = torch.from_numpy(x).permute(*to_first), torch.from_numpy(dy).permute(*to_first)
+        tw = getattr(torch.nn.grad, f"conv{nd}d_weight")
+        return (lambda: op(xa, w.shape, dya, layout="channels_last", **options),
+                lambda: tw(xt, w.shape, dyt, **torch_options))
     if pass_ == "forward":
         xa, wa = cla.to_device(queue, x), cla.to_device(queue, w)
         op = getattr(clconv, f"conv{nd}d")
@@ -100,6 +115,7 @@ def stream_ms(call, sync):
 def main():
     listing, out_path = sys.argv[1], sys.argv[2]
     rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 2
+    passes = sys.argv[4].split(",") if len(sys.argv) > 4 else PASSES
     torch.set_num_threads(2)
     queue = clconv.default_queue()
     rng = np.random.default_rng(0)
@@ -108,14 +124,15 @@ def main():
         for descriptor in layers(listing):
             layer = parse_descriptor(descriptor)
             g = layer.geometry
-            for pass_ in PASSES:
+            for pass_ in passes:
                 problem = Problem(g, pass_, "float32", layout="channels_last")
                 new_label, new = kernel_ms(problem, queue)
                 old_label, old = kernel_ms(problem, queue, old=True)
                 ours, theirs = calls(g, pass_, queue, rng)
                 got = ours().get()
                 want = theirs().numpy()
-                want = np.moveaxis(want, 1, -1)  # channels-last, as clconv's
+                if pass_ != "backward_weight":
+                    want = np.moveaxis(want, 1, -1)  # channels-last, as clconv's
                 error = float(np.max(np.abs(got - want)) / max(np.max(np.abs(want)), 1e-30))
                 mine = stream_ms(ours, queue.finish)
                 torchs = stream_ms(theirs, lambda: None)

@@ -660,6 +660,13 @@ def channels_lanes(problem: Problem, device) -> int:
     return min(lanes, narrow)
 
 
+def channels_offered(problem: Problem, device) -> bool:
+    """Whether the channel tiles serve ``problem`` on ``device``: a forward or data gradient on a
+    CPU with vector lanes.  There channels_tiles is never empty (8 pixels x 1 vector takes 10 of
+    the 13 vector registers AVX2's 16 leave), so the rules ask this rather than rank every tile."""
+    return channels_serve(problem) and bool(channels_lanes(problem, device))
+
+
 def channels_tiles(problem: Problem, device) -> list[tuple[int, int]]:
     """(PX, NB) tiles for the channel tiles, best first: those whose PX x NB sums (CHANNELS_MIN_SUMS
     at least), NB weight vectors and a broadcast fit CHANNELS_REGISTERS of the vector registers, by
@@ -668,12 +675,13 @@ def channels_tiles(problem: Problem, device) -> list[tuple[int, int]]:
     step's cycles (its FMAs, or its PX + NB loads where more); blocks whose packed weight would not
     stay in a core's cache last (CHANNELS_CACHE_SHARE)."""
     g = problem.geometry
-    lanes = channels_lanes(problem, device)
-    if not lanes or not channels_serve(problem):
+    if not channels_offered(problem, device):
         return []
+    lanes = channels_lanes(problem, device)
     fit = limits.of(device)
     registers = vector_registers(fit) * CHANNELS_REGISTERS
     rc = _result_channels(problem)
+    frames = {px: channels_frame(problem, px) for px in range(1, int(registers))}  # each depends on PX alone
     costs = []
     for nb in range(1, int(registers)):
         for px in range(1, int(registers)):
@@ -682,7 +690,7 @@ def channels_tiles(problem: Problem, device) -> list[tuple[int, int]]:
                 break
             if sums < CHANNELS_MIN_SUMS:
                 continue
-            frame = channels_frame(problem, px)
+            frame = frames[px]
             tiles = channels_tiles_count(problem, frame, px)
             items = tiles * g.groups * -(-rc // (nb * lanes))
             block_bytes = g.kernel_volume * frame["SC"] * nb * lanes * problem.itemsize
@@ -697,12 +705,11 @@ def channels_tiles_first(problem: Problem, device) -> bool:
     """Whether direct's channel tiles come first for a forward or data gradient on a CPU: the
     activations channels-last (which the GEMM families' CPU kernels cannot read: they ran in GPU
     tiles at 6-15x the channel tiles' time on PoCL), not a tiny pass nor a depthwise layer of
-    several groups (depthwise_rows' own), and the tiles serve the pass (a CPU with vector lanes, the
-    forward or a stride-1 data gradient).  Channels-first, the GEMMs and Winograd ran as fast or
-    faster (docs/performance.md)."""
+    several groups (depthwise_rows' own), where the tiles serve (channels_offered).  Channels-first
+    they come before im2col only for some layers (channels_tiles_before_columns)."""
     g = problem.geometry
     return (problem.layout != CHANNELS_FIRST and not cpu_tiny(g) and not grouped_depthwise(g)
-            and bool(channels_tiles(problem, device)))
+            and channels_offered(problem, device))
 
 
 # Channels-first, the channel tiles come before im2col (where Winograd and gemm1x1 do not come
@@ -730,7 +737,7 @@ def channels_tiles_before_columns(problem: Problem, device) -> bool:
         return False
     long_columns = ((g.kernel[0] > 1 and g.kernel_volume >= CHANNELS_MIN_TAPS) or any(d > 1 for d in g.dilation)
                     or CHANNELS_NARROW[0] <= _result_channels(problem) <= CHANNELS_NARROW[1])
-    return long_columns and bool(channels_tiles(problem, device))
+    return long_columns and channels_offered(problem, device)
 
 
 def channels_configs(problem: Problem, device) -> list[dict]:

@@ -185,23 +185,24 @@ def in_both_layouts(queue, tag: str, pass_: str, dtype: str):
     return [Problem(geometry(tag), pass_, dtype, layout=layout) for layout in ("channels_first", "channels_last")]
 
 
-def weight_gradient_of(queue, problem, algorithm, config: dict, x: np.ndarray, dy: np.ndarray) -> np.ndarray:
-    """dw of ``problem`` (float32, channels-first) from the host arrays ``x`` and ``dy`` by
-    ``algorithm`` with ``config``, into a NaN-poisoned buffer: for exact and repeatability checks
-    whose data the caller chooses (small integers)."""
+def result_of(queue, problem, algorithm, config: dict, inputs: dict[str, np.ndarray]) -> np.ndarray:
+    """The pass's result of ``problem`` (float32, channels-first) from the host arrays ``inputs``
+    (by role: x and w, dy and w, x and dy) by ``algorithm`` with ``config``, into a NaN-poisoned
+    buffer: for exact and repeatability checks whose data the caller chooses (small integers)."""
     from clconv import planner
     from clconv.runtime import Operand
 
     runner = planner.prepare(problem, algorithm, config, queue)
     mf = cl.mem_flags
-    dw = np.full(problem.spec.result_shape(problem.geometry), np.nan, np.float32)
-    ops = {"x": Operand(cl.Buffer(queue.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=x)),
-           "dy": Operand(cl.Buffer(queue.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=dy)),
-           "dw": Operand(cl.Buffer(queue.context, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=dw))}
+    spec = problem.spec
+    result = np.full(spec.result_shape(problem.geometry), np.nan, np.float32)
+    ops = {role: Operand(cl.Buffer(queue.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=inputs[role]))
+           for role in spec.inputs}
+    ops[spec.result] = Operand(cl.Buffer(queue.context, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=result))
     cl.wait_for_events(runner.run(queue, ops))
-    cl.enqueue_copy(queue, dw, ops["dw"].buffer)
+    cl.enqueue_copy(queue, result, ops[spec.result].buffer)
     queue.finish()
-    return dw
+    return result
 
 
 def check_runner(queue, rng: np.random.Generator, problem, runner, share: float = 1.0):

@@ -20,10 +20,9 @@ from clconv.algorithms.direct import (CHANNELS_REGISTERS, channels_configs, chan
                                       channels_tiles, channels_tiles_before_columns, channels_tiles_first)
 from clconv.epilogue import Epilogue
 from clconv.plan import Problem
-from clconv.runtime import Operand
 
 from cases import geometry
-from helpers import fake_device, in_both_layouts, run_prepared, skip_without_cpu_lanes
+from helpers import fake_device, in_both_layouts, result_of, run_prepared, skip_without_cpu_lanes
 
 DIRECT = REGISTRY["direct"]
 
@@ -89,22 +88,6 @@ def test_channel_tiles_in_other_dtypes(queue, rng, dtype):
             run_prepared(queue, rng, problem, DIRECT, {"PX": 3, "NB": 2, "VN": 4})
 
 
-def _result_of(queue, problem, config, source, weight):
-    """The pass's result (float32, channels-first) from host arrays, into a NaN-poisoned buffer."""
-    import pyopencl as cl
-
-    g, spec = problem.geometry, problem.spec
-    runner = planner.prepare(problem, DIRECT, config, queue)
-    flags = cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR
-    result = np.full(spec.shape(spec.result, g), np.nan, np.float32)
-    out = cl.Buffer(queue.context, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR, hostbuf=result)
-    operands = {spec.inputs[0]: Operand(cl.Buffer(queue.context, flags, hostbuf=source)),
-                "w": Operand(cl.Buffer(queue.context, flags, hostbuf=weight)), spec.result: Operand(out)}
-    cl.wait_for_events(runner.run(queue, operands))
-    cl.enqueue_copy(queue, result, out)
-    return result
-
-
 @pytest.mark.parametrize("pass_", ["forward", "backward_data"])
 def test_small_integers_exact_and_repeatable(queue, pass_):
     """Small integers sum exactly in float32: every tile gives the reference bit for bit, and a
@@ -114,12 +97,12 @@ def test_small_integers_exact_and_repeatable(queue, pass_):
     g, spec = problem.geometry, problem.spec
     source = rng.integers(-3, 4, size=spec.shape(spec.inputs[0], g)).astype(np.float32)
     weight = rng.integers(-3, 4, size=spec.shape("w", g)).astype(np.float32)
-    operands = {spec.inputs[0]: source.astype(np.float64), "w": weight.astype(np.float64)}
-    want = reference.run_pass(pass_, g, *(operands[role] for role in spec.inputs), None)
+    inputs = {spec.inputs[0]: source, "w": weight}
+    want = reference.run_pass(pass_, g, *(inputs[role].astype(np.float64) for role in spec.inputs), None)
     for config in ({"PX": 3, "NB": 2, "VN": 4}, {"PX": 5, "NB": 1, "VN": 8}):
-        first = _result_of(queue, problem, config, source, weight)
+        first = result_of(queue, problem, DIRECT, config, inputs)
         np.testing.assert_array_equal(first, want.astype(np.float32))
-        np.testing.assert_array_equal(_result_of(queue, problem, config, source, weight), first)
+        np.testing.assert_array_equal(result_of(queue, problem, DIRECT, config, inputs), first)
 
 
 # -- the configurations and order the heuristic gives (no device needed) -----------------------------

@@ -19,7 +19,7 @@ from clconv.plan import Problem
 from clconv.tools.devices import H200
 
 from cases import geometry
-from helpers import fake_device, in_both_layouts, run_prepared, weight_gradient_of
+from helpers import fake_device, in_both_layouts, result_of, run_prepared
 
 DIRECT = REGISTRY["direct"]
 
@@ -58,8 +58,6 @@ def test_blocks_in_other_dtypes(queue, rng, dtype):
             run_prepared(queue, rng, problem, DIRECT, config)
 
 
-
-
 @pytest.mark.parametrize("tag", [GEOMETRIES["2d-s2-d2-asym"], GEOMETRIES["3d"]], ids=["2d-s2-d2-asym", "3d"])
 def test_blocks_exact_on_small_integers_and_repeatable(queue, rng, tag):
     """Small integers: every partial sum exact in float32, so the result equals the float64
@@ -72,11 +70,11 @@ def test_blocks_exact_on_small_integers_and_repeatable(queue, rng, tag):
     expected = reference.run_pass("backward_weight", g, x.astype(np.float64), dy.astype(np.float64), None)
     assert np.count_nonzero(expected) > expected.size // 2
     for config in _configs(problem):
-        got = weight_gradient_of(queue, problem, DIRECT, config, x, dy)
+        got = result_of(queue, problem, DIRECT, config, {"x": x, "dy": dy})
         assert np.array_equal(got, expected.astype(np.float32)), config
         xf = rng.standard_normal(x.shape).astype(np.float32)
         dyf = rng.standard_normal(dy.shape).astype(np.float32)
-        first, second = (weight_gradient_of(queue, problem, DIRECT, config, xf, dyf) for _ in range(2))
+        first, second = (result_of(queue, problem, DIRECT, config, {"x": xf, "dy": dyf}) for _ in range(2))
         assert np.isfinite(first).all() and np.array_equal(first.view(np.uint32), second.view(np.uint32)), config
 
 

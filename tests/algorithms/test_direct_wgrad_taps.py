@@ -18,7 +18,7 @@ from clconv.algorithms.direct import taps_configs, taps_first, taps_lanes, taps_
 from clconv.plan import Problem
 
 from cases import geometry
-from helpers import fake_device, in_both_layouts, run_prepared, skip_without_cpu_lanes, weight_gradient_of
+from helpers import fake_device, in_both_layouts, result_of, run_prepared, skip_without_cpu_lanes
 
 DIRECT = REGISTRY["direct"]
 
@@ -94,9 +94,9 @@ def test_taps_small_integers_exact_and_repeatable(queue):
     dy = rng.integers(-3, 4, size=problem.spec.shape("dy", g)).astype(np.float32)
     want = reference.run_pass("backward_weight", g, x.astype(np.float64), dy.astype(np.float64), None)
     for config in ({"TH": 3, "TW": 3, "NB": 2, "VN": 4, "slices": 1}, {"TH": 2, "TW": 5, "NB": 1, "VN": 8, "slices": 4}):
-        first = weight_gradient_of(queue, problem, DIRECT, config, x, dy)
+        first = result_of(queue, problem, DIRECT, config, {"x": x, "dy": dy})
         np.testing.assert_array_equal(first, want.astype(np.float32))
-        np.testing.assert_array_equal(weight_gradient_of(queue, problem, DIRECT, config, x, dy), first)
+        np.testing.assert_array_equal(result_of(queue, problem, DIRECT, config, {"x": x, "dy": dy}), first)
 
 
 # -- the configurations the heuristic offers (no device needed) --------------------------------------
